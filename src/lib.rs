@@ -1,0 +1,1 @@
+//! onesided: MPI-3 one-sided communication without MPI.
