@@ -1,1 +1,12 @@
-//! onesided: MPI-3 one-sided communication without MPI.
+//! onesided: MPI-3 one-sided communication (RMA) without MPI.
+//!
+//! Layers, data flowing downward (see `docs/architecture.md`):
+//! `api` (World, Window, Request) → `epoch` (synchronization state machines)
+//! → `window` (directory, remote-key cache) → `transport` (trait; `ofi/`
+//! back-end) → `libfabric-sys`. `bootstrap` (launcher, PMI, key-value
+//! exchange) and `progress` sit beside.
+
+pub mod bootstrap;
+pub mod error;
+
+pub use error::{Error, Result};
