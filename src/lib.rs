@@ -10,3 +10,15 @@ pub mod bootstrap;
 pub mod error;
 
 pub use error::{Error, Result};
+pub mod api;
+pub mod config;
+pub mod epoch;
+pub mod progress;
+pub mod transport;
+pub mod window;
+
+pub use api::element::Element;
+pub use api::request::Request;
+pub use api::window::{Window, WindowStats};
+pub use api::world::{World, WorldStats};
+pub use epoch::Assert;

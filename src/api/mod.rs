@@ -1,0 +1,6 @@
+//! The public API: [`World`], [`Window`], [`Request`].
+
+pub mod element;
+pub mod request;
+pub mod window;
+pub mod world;

@@ -1,0 +1,485 @@
+//! Windows: memory exposed for one-sided access, and the RMA operations.
+
+use std::collections::HashSet;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::element::{tag_name, Element};
+use super::request::Request;
+use super::world::World;
+use crate::epoch::{Assert, Epoch};
+use crate::error::{Error, Result};
+use crate::transport::{Completion, InFlight, Memory, Registration, RemoteAddr};
+use crate::window::directory::{self, Descriptor, ENTRY_BYTES, MAGIC};
+
+/// Counters of one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowStats {
+    /// Peers whose descriptor of this window is cached (per-peer state held).
+    pub cached_peers: usize,
+    /// Targets with writes not yet flushed.
+    pub dirty_targets: usize,
+}
+
+/// A window of `T` elements, created collectively by every process.
+pub struct Window<'a, T: Element> {
+    world: &'a World,
+    id: u64,
+    slot: usize,
+    len: usize,
+    desc: Descriptor,
+    epoch: Mutex<Epoch>,
+    outstanding: Arc<Completion>,
+    dirty: Mutex<HashSet<usize>>,
+    freed: bool,
+    // Deregister before the memory goes away.
+    reg: Option<Registration>,
+    mem: Memory<'a>,
+    _t: PhantomData<T>,
+}
+
+impl<'a, T: Element> Window<'a, T> {
+    /// Allocates a window of `len` zeroed elements (collective).
+    pub fn allocate(world: &'a World, len: usize) -> Result<Self> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME))
+        })?;
+        Self::build(world, Memory::allocate(bytes)?, len)
+    }
+
+    /// Exposes user memory as a window for as long as the window lives (collective).
+    pub fn create(world: &'a World, mem: &'a mut [T]) -> Result<Self> {
+        let len = mem.len();
+        Self::build(world, Memory::borrow(mem), len)
+    }
+
+    fn build(world: &'a World, mem: Memory<'a>, len: usize) -> Result<Self> {
+        let id = world.next_window_id();
+        let ctrl = world.control_memory();
+        let slots = world.config.max_windows;
+        // Every rank creates and frees windows in the same collective order,
+        // so the lowest free slot is the same everywhere; descriptors carry
+        // the id, so a disagreement is detected on first access.
+        let slot = (0..slots)
+            .find(|s| directory::slot_free(ctrl, *s).unwrap_or(false))
+            .ok_or_else(|| {
+                Error::Exhausted(format!(
+                    "window {id}: {slots} windows are alive already (raise ONESIDED_MAX_WINDOWS)"
+                ))
+            })?;
+        let reg = world.transport().register(&mem)?;
+        let desc = Descriptor {
+            id,
+            base: reg.base,
+            len: mem.len() as u64,
+            disp_unit: std::mem::size_of::<T>() as u64,
+            key: reg.key,
+            tag: T::TAG,
+        };
+        directory::publish(ctrl, slot, &desc)?;
+        world.barrier()?;
+        Ok(Window {
+            world,
+            id,
+            slot,
+            len,
+            desc,
+            epoch: Mutex::new(Epoch::Idle),
+            outstanding: Arc::new(Completion::new()),
+            dirty: Mutex::new(HashSet::new()),
+            freed: false,
+            reg: Some(reg),
+            mem,
+            _t: PhantomData,
+        })
+    }
+
+    /// Collective window id (the same on every rank).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Number of elements in the local window.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty local window.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Counters of per-peer state.
+    pub fn stats(&self) -> WindowStats {
+        WindowStats {
+            cached_peers: self
+                .world
+                .rkeys
+                .lock()
+                .map(|c| c.entries_for(self.id))
+                .unwrap_or(0),
+            dirty_targets: self.dirty.lock().map(|d| d.len()).unwrap_or(0),
+        }
+    }
+
+    // ---- local access -------------------------------------------------
+
+    /// Copies local window elements starting at `disp` into `out`.
+    pub fn local_read(&self, disp: usize, out: &mut [T]) -> Result<()> {
+        let off = self.local_range(disp, out.len())?;
+        self.mem.read(off, bytemuck::cast_slice_mut(out))
+    }
+
+    /// Copies `data` into the local window at `disp`.
+    pub fn local_write(&self, disp: usize, data: &[T]) -> Result<()> {
+        let off = self.local_range(disp, data.len())?;
+        self.mem.write(off, bytemuck::cast_slice(data))
+    }
+
+    /// A copy of the whole local window.
+    pub fn local_to_vec(&self) -> Result<Vec<T>> {
+        let mut v = vec![T::zeroed(); self.len];
+        self.local_read(0, &mut v)?;
+        Ok(v)
+    }
+
+    fn local_range(&self, disp: usize, n: usize) -> Result<usize> {
+        match disp.checked_add(n) {
+            Some(end) if end <= self.len => Ok(disp * std::mem::size_of::<T>()),
+            _ => Err(Error::OutOfWindow {
+                window: self.id,
+                rank: self.world.rank(),
+                offset: disp,
+                len: n,
+                window_len: self.len,
+            }),
+        }
+    }
+
+    // ---- RMA ------------------------------------------------------------
+
+    fn epoch(&self) -> Result<MutexGuard<'_, Epoch>> {
+        self.epoch
+            .lock()
+            .map_err(|_| Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id)))
+    }
+
+    fn check_rank(&self, rank: usize) -> Result<()> {
+        if rank >= self.world.size() {
+            return Err(Error::InvalidRank {
+                window: self.id,
+                rank,
+                size: self.world.size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The descriptor of `rank`'s window: our own, cached, or read remotely.
+    fn target(&self, rank: usize) -> Result<Descriptor> {
+        if rank == self.world.rank() {
+            return Ok(self.desc);
+        }
+        if let Some(d) = self
+            .world
+            .rkeys
+            .lock()
+            .ok()
+            .and_then(|mut c| c.get(self.id, rank))
+        {
+            return Ok(d);
+        }
+        let ctrl = self.world.control(rank)?;
+        let mut bytes = [0u8; ENTRY_BYTES];
+        let at = RemoteAddr {
+            addr: ctrl.addr + directory::entry_offset(self.slot) as u64,
+            key: ctrl.key,
+        };
+        self.world.transport().get(rank, &mut bytes, at)?;
+        let d = Descriptor::decode(&bytes, rank, self.id)?;
+        if d.tag != T::TAG {
+            return Err(Error::InvalidArgument(format!(
+                "window {}: rank {rank} created it with element type {}, this rank with {}",
+                self.id,
+                tag_name(d.tag),
+                T::NAME
+            )));
+        }
+        if let Ok(mut c) = self.world.rkeys.lock() {
+            c.insert(rank, d);
+        }
+        Ok(d)
+    }
+
+    /// Validates an access of `n` elements at `disp` on `rank` and returns the
+    /// byte offset and the descriptor. Sends nothing on error except, on first
+    /// contact, the read of the target's descriptor.
+    fn access(
+        &self,
+        op: &'static str,
+        rank: usize,
+        disp: usize,
+        n: usize,
+    ) -> Result<(usize, Descriptor)> {
+        self.check_rank(rank)?;
+        {
+            let mut probe = *self.epoch()?;
+            probe.issue(self.id, op)?;
+        }
+        let d = self.target(rank)?;
+        let target_len = (d.len / d.disp_unit) as usize;
+        match disp.checked_add(n) {
+            Some(end) if end <= target_len => {}
+            _ => {
+                return Err(Error::OutOfWindow {
+                    window: self.id,
+                    rank,
+                    offset: disp,
+                    len: n,
+                    window_len: target_len,
+                })
+            }
+        }
+        self.epoch()?.issue(self.id, op)?;
+        Ok((disp * std::mem::size_of::<T>(), d))
+    }
+
+    fn remote(d: &Descriptor, off: usize) -> RemoteAddr {
+        RemoteAddr {
+            addr: d.base + off as u64,
+            key: d.key,
+        }
+    }
+
+    fn mark_dirty(&self, rank: usize) {
+        if rank != self.world.rank() && self.world.transport_props().ordered_raw {
+            if let Ok(mut d) = self.dirty.lock() {
+                d.insert(rank);
+            }
+        }
+    }
+
+    /// Writes `data` to `rank`'s window at element `disp`. Returns when `data`
+    /// may be reused; the data is visible at the target after a flush or the
+    /// end of the epoch.
+    pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
+        let (off, d) = self.access("put", rank, disp, data.len())?;
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if rank == self.world.rank() {
+            return self.mem.write(off, bytes);
+        }
+        self.mark_dirty(rank);
+        self.world
+            .transport()
+            .put(rank, bytes, Self::remote(&d, off))
+    }
+
+    /// Reads `out.len()` elements from `rank`'s window at element `disp`.
+    /// Returns when the data is in `out`.
+    pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
+        let (off, d) = self.access("get", rank, disp, out.len())?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        if rank == self.world.rank() {
+            return self.mem.read(off, bytes);
+        }
+        self.world
+            .transport()
+            .get(rank, bytes, Self::remote(&d, off))
+    }
+
+    /// Starts writing `data` to `rank`'s window at `disp`; the request owns
+    /// `data` until it completes locally.
+    pub fn rput<B>(&self, rank: usize, disp: usize, mut data: B) -> Result<Request<'_, B>>
+    where
+        B: AsMut<[T]> + Send + 'static,
+    {
+        let n = data.as_mut().len();
+        let (off, d) = self.access("rput", rank, disp, n)?;
+        let what = format!(
+            "rput of {n} {} to rank {rank} (window {})",
+            T::NAME,
+            self.id
+        );
+        if rank == self.world.rank() {
+            self.mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
+            return Ok(Request::new(
+                self.world.transport(),
+                InFlight::new(data, None),
+                what,
+            ));
+        }
+        self.mark_dirty(rank);
+        let f = InFlight::new(data, Some(self.outstanding.clone()));
+        self.world
+            .transport()
+            .put_async(rank, &f, Self::remote(&d, off))?;
+        Ok(Request::new(self.world.transport(), f, what))
+    }
+
+    /// Starts reading into `buf` from `rank`'s window at `disp`; the request
+    /// owns `buf` and gives it back, filled, from `wait`.
+    pub fn rget<B>(&self, rank: usize, disp: usize, mut buf: B) -> Result<Request<'_, B>>
+    where
+        B: AsMut<[T]> + Send + 'static,
+    {
+        let n = buf.as_mut().len();
+        let (off, d) = self.access("rget", rank, disp, n)?;
+        let what = format!(
+            "rget of {n} {} from rank {rank} (window {})",
+            T::NAME,
+            self.id
+        );
+        if rank == self.world.rank() {
+            self.mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
+            return Ok(Request::new(
+                self.world.transport(),
+                InFlight::new(buf, None),
+                what,
+            ));
+        }
+        let f = InFlight::new(buf, Some(self.outstanding.clone()));
+        self.world
+            .transport()
+            .get_async(rank, &f, Self::remote(&d, off))?;
+        Ok(Request::new(self.world.transport(), f, what))
+    }
+
+    // ---- synchronization ---------------------------------------------
+
+    /// Completes request-based operations locally.
+    fn complete_local(&self) -> Result<()> {
+        let id = self.id;
+        self.world.transport().wait(&self.outstanding, &|| {
+            format!("completing operations of window {id}")
+        })
+    }
+
+    /// Makes every write to `rank` visible there.
+    fn complete_remote(&self, rank: usize) -> Result<()> {
+        let was_dirty = self
+            .dirty
+            .lock()
+            .map(|mut d| d.remove(&rank))
+            .unwrap_or(true);
+        if !was_dirty {
+            return Ok(());
+        }
+        // Ordered read-after-write: when this read returns, every earlier
+        // write to `rank` has been applied there.
+        let ctrl = self.world.control(rank)?;
+        let mut word = [0u8; 8];
+        self.world.transport().get(rank, &mut word, ctrl)?;
+        if u64::from_le_bytes(word) != MAGIC {
+            return Err(Error::Protocol {
+                peer: format!("rank {rank}"),
+                message: format!(
+                    "window {}: flush read returned a wrong control word",
+                    self.id
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn complete_all(&self) -> Result<()> {
+        self.complete_local()?;
+        let targets: Vec<usize> = self
+            .dirty
+            .lock()
+            .map(|d| d.iter().copied().collect())
+            .unwrap_or_default();
+        for t in targets {
+            self.complete_remote(t)?;
+        }
+        Ok(())
+    }
+
+    /// Completes all operations to `rank`, locally and at the target.
+    pub fn flush(&self, rank: usize) -> Result<()> {
+        self.check_rank(rank)?;
+        self.epoch()?.flush(self.id, "flush")?;
+        self.complete_local()?;
+        self.complete_remote(rank)
+    }
+
+    /// Completes all operations to every target.
+    pub fn flush_all(&self) -> Result<()> {
+        self.epoch()?.flush(self.id, "flush_all")?;
+        self.complete_all()
+    }
+
+    /// Completes operations to `rank` locally (buffers reusable).
+    pub fn flush_local(&self, rank: usize) -> Result<()> {
+        self.check_rank(rank)?;
+        self.epoch()?.flush(self.id, "flush_local")?;
+        self.complete_local()
+    }
+
+    /// Completes all operations locally.
+    pub fn flush_local_all(&self) -> Result<()> {
+        self.epoch()?.flush(self.id, "flush_local_all")?;
+        self.complete_local()
+    }
+
+    /// Opens a passive-target epoch to every rank (shared lock).
+    pub fn lock_all(&self) -> Result<()> {
+        self.epoch()?.lock_all(self.id)
+    }
+
+    /// Completes every operation and closes the `lock_all` epoch.
+    pub fn unlock_all(&self) -> Result<()> {
+        self.epoch()?.unlock_all(self.id)?;
+        self.complete_all()?;
+        *self.epoch()? = Epoch::Idle;
+        Ok(())
+    }
+
+    /// Active-target synchronization (collective): completes every
+    /// operation of the closing epoch everywhere and opens the next one
+    /// (unless `Assert::NOSUCCEED`).
+    pub fn fence(&self, assert: Assert) -> Result<()> {
+        let next = self.epoch()?.fence(self.id, assert)?;
+        self.complete_all()?;
+        self.world.barrier()?;
+        *self.epoch()? = next;
+        Ok(())
+    }
+
+    /// Frees the window (collective): waits until every process is done with it.
+    pub fn free(mut self) -> Result<()> {
+        self.epoch()?.free(self.id)?;
+        self.complete_all()?;
+        self.world.barrier()?;
+        self.release();
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        if self.freed {
+            return;
+        }
+        self.freed = true;
+        if let Err(e) = directory::retract(self.world.control_memory(), self.slot) {
+            tracing::warn!("window {}: retracting descriptor: {e}", self.id);
+        }
+        if let Ok(mut c) = self.world.rkeys.lock() {
+            c.forget_window(self.id);
+        }
+        self.reg.take();
+    }
+}
+
+impl<T: Element> Drop for Window<'_, T> {
+    fn drop(&mut self) {
+        if !self.freed {
+            if !std::thread::panicking() {
+                tracing::warn!(
+                    "window {} dropped without free(): released locally, peers may see access errors",
+                    self.id
+                );
+            }
+            let _ = self.complete_local();
+            self.release();
+        }
+    }
+}

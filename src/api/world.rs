@@ -1,0 +1,221 @@
+//! The job: who we are, the transport, and the collective barrier.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::bootstrap::{self, Bootstrap};
+use crate::config::{Config, ProgressMode};
+use crate::error::{Error, Result};
+use crate::progress::ProgressAgent;
+use crate::transport::ofi::OfiTransport;
+use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transport};
+use crate::window::directory::{self, BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
+use crate::window::peers::{self, PeerTable};
+use crate::window::rkey_cache::{CacheStats, RkeyCache};
+
+/// Per-process counters showing that state grows only with peers contacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorldStats {
+    /// Peers whose card was fetched (address-vector entries, control regions).
+    pub peers_contacted: usize,
+    /// Entries in the transport's address vector.
+    pub address_vector_entries: usize,
+    /// The remote-key cache.
+    pub rkey_cache: CacheStats,
+    /// Bytes of the control region (constant: barrier flags + directory).
+    pub control_region_bytes: usize,
+}
+
+/// A running job: rank, size, transport, progress agent.
+///
+/// Created once per process with [`World::init`]. Dropping it is collective
+/// (a final barrier, so no peer still needs us), except while panicking.
+pub struct World {
+    agent: Mutex<Option<ProgressAgent>>,
+    ctrl_reg: Registration,
+    ctrl: Memory<'static>,
+    pub(crate) transport: SharedTransport,
+    boot: Box<dyn Bootstrap>,
+    pub(crate) peers: PeerTable,
+    pub(crate) rkeys: Mutex<RkeyCache>,
+    pub(crate) config: Config,
+    next_window: AtomicU64,
+    barrier_epoch: Mutex<u64>,
+}
+
+impl World {
+    /// Starts the process's part of the job: bootstrap (launcher, PMI or
+    /// singleton), transport, control region, progress agent.
+    pub fn init() -> Result<World> {
+        let config = Config::from_env()?;
+        init_tracing(config.verbose);
+        let boot = bootstrap::init()?;
+        let transport: SharedTransport = Arc::new(OfiTransport::open(
+            config.provider.as_deref(),
+            config.timeout,
+        )?);
+
+        let ctrl = Memory::allocate(directory::region_bytes(config.max_windows))?;
+        ctrl.store_u64(0, MAGIC)?;
+        let ctrl_reg = transport.register(&ctrl)?;
+        let card = peers::encode_card(
+            transport.address(),
+            RemoteAddr {
+                addr: ctrl_reg.base,
+                key: ctrl_reg.key,
+            },
+        );
+        boot.put(&peers::card_key(boot.rank()), &card)?;
+        boot.barrier()?;
+
+        let agent = match config.progress {
+            ProgressMode::Thread => Some(
+                ProgressAgent::start(transport.clone())
+                    .map_err(|e| Error::io("starting the progress agent", e))?,
+            ),
+            ProgressMode::Manual => None,
+        };
+        if config.verbose {
+            let p = transport.props();
+            eprintln!(
+                "onesided: rank {}/{} provider {} (fabric {}, domain {}), bootstrap {}, progress {:?}, flush by {}",
+                boot.rank(),
+                boot.size(),
+                p.provider,
+                p.fabric,
+                p.domain,
+                boot.name(),
+                config.progress,
+                if p.ordered_raw { "ordered read" } else { "delivery-complete writes" },
+            );
+        }
+        Ok(World {
+            agent: Mutex::new(agent),
+            ctrl_reg,
+            ctrl,
+            transport,
+            boot,
+            peers: PeerTable::default(),
+            rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),
+            config,
+            next_window: AtomicU64::new(1),
+            barrier_epoch: Mutex::new(0),
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.boot.rank()
+    }
+
+    /// Number of processes.
+    pub fn size(&self) -> usize {
+        self.boot.size()
+    }
+
+    /// The libfabric provider in use, e.g. `tcp;ofi_rxm`.
+    pub fn provider(&self) -> &str {
+        &self.transport.props().provider
+    }
+
+    /// The transport's negotiated properties.
+    pub fn transport_props(&self) -> &crate::transport::TransportProps {
+        self.transport.props()
+    }
+
+    /// How the job was started (`onesided-run`, `pmi1`, `singleton`).
+    pub fn bootstrap_name(&self) -> &'static str {
+        self.boot.name()
+    }
+
+    /// Counters of per-peer state.
+    pub fn stats(&self) -> WorldStats {
+        WorldStats {
+            peers_contacted: self.peers.len(),
+            address_vector_entries: self.transport.peer_count(),
+            rkey_cache: self.rkeys.lock().map(|c| c.stats()).unwrap_or_default(),
+            control_region_bytes: self.ctrl.len(),
+        }
+    }
+
+    /// Waits until every process has called `barrier` (a dissemination
+    /// barrier over RMA: ⌈log2 P⌉ rounds, one flag write each, driving
+    /// progress while it waits).
+    pub fn barrier(&self) -> Result<()> {
+        let mut epoch = self
+            .barrier_epoch
+            .lock()
+            .map_err(|_| Error::InvalidArgument("barrier lock poisoned".into()))?;
+        *epoch += 1;
+        let e = *epoch;
+        let (rank, size) = (self.rank(), self.size());
+        let mut dist = 1usize;
+        let mut round = 0usize;
+        while dist < size && round < BARRIER_ROUNDS {
+            let to = (rank + dist) % size;
+            let ctrl = self.control(to)?;
+            let flag = BARRIER_OFFSET + 8 * round;
+            self.transport.put_signal(
+                to,
+                e,
+                RemoteAddr {
+                    addr: ctrl.addr + flag as u64,
+                    key: ctrl.key,
+                },
+            )?;
+            let mut spins = 0u32;
+            while self.ctrl.load_u64(flag)? < e {
+                self.transport.progress()?;
+                crate::transport::ofi::backoff(&mut spins);
+            }
+            dist *= 2;
+            round += 1;
+        }
+        Ok(())
+    }
+
+    /// The control region of `rank`, contacting it first if needed.
+    pub(crate) fn control(&self, rank: usize) -> Result<RemoteAddr> {
+        self.peers
+            .control(rank, self.boot.as_ref(), self.transport.as_ref())
+    }
+
+    pub(crate) fn control_memory(&self) -> &Memory<'static> {
+        &self.ctrl
+    }
+
+    pub(crate) fn next_window_id(&self) -> u64 {
+        self.next_window.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn transport(&self) -> &dyn Transport {
+        self.transport.as_ref()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            if let Err(e) = self.barrier() {
+                tracing::warn!("final barrier failed: {e}");
+            }
+        }
+        if let Ok(mut a) = self.agent.lock() {
+            a.take();
+        }
+        let _ = &self.ctrl_reg;
+    }
+}
+
+fn init_tracing(verbose: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(f) => EnvFilter::new(f),
+        Err(_) if verbose => EnvFilter::new("onesided=info"),
+        Err(_) => EnvFilter::new("onesided=warn"),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,87 @@
+//! Run-time configuration from environment variables.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `ONESIDED_PROVIDER` | automatic | libfabric provider (`tcp`, `shm`, `sockets`, `verbs`, or a full name like `tcp;ofi_rxm`) |
+//! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
+//! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
+//! | `ONESIDED_MAX_WINDOWS` | 256 | windows alive at once per process (slots of the window directory) |
+//! | `ONESIDED_TIMEOUT` | 60 | seconds an operation may wait for the network before it fails (0 = forever) |
+//! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How progress is made for incoming operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A background agent polls the network (default).
+    Thread,
+    /// Only calls into the library make progress.
+    Manual,
+}
+
+/// Settings read once at `World::init`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Requested provider, if any.
+    pub provider: Option<String>,
+    /// Progress mode.
+    pub progress: ProgressMode,
+    /// Capacity of the remote-key cache.
+    pub rkey_cache: usize,
+    /// Directory slots (windows alive at once).
+    pub max_windows: usize,
+    /// Bound on network waits; `None` waits forever.
+    pub timeout: Option<Duration>,
+    /// Print setup information.
+    pub verbose: bool,
+}
+
+fn var(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn number(name: &'static str, default: usize, min: usize, max: usize) -> Result<usize> {
+    match var(name) {
+        None => Ok(default),
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(Error::Config {
+                var: name,
+                value: v,
+                message: format!("expected an integer in {min}..={max}"),
+            }),
+        },
+    }
+}
+
+impl Config {
+    /// Reads the environment.
+    pub fn from_env() -> Result<Config> {
+        let progress = match var("ONESIDED_PROGRESS").as_deref() {
+            None | Some("thread") => ProgressMode::Thread,
+            Some("manual") => ProgressMode::Manual,
+            Some(v) => {
+                return Err(Error::Config {
+                    var: "ONESIDED_PROGRESS",
+                    value: v.to_string(),
+                    message: "expected `thread` or `manual`".into(),
+                })
+            }
+        };
+        let secs = number("ONESIDED_TIMEOUT", 60, 0, 1 << 30)?;
+        Ok(Config {
+            provider: var("ONESIDED_PROVIDER"),
+            progress,
+            rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,
+            max_windows: number("ONESIDED_MAX_WINDOWS", 256, 1, 1 << 20)?,
+            timeout: (secs > 0).then(|| Duration::from_secs(secs as u64)),
+            verbose: matches!(
+                var("ONESIDED_VERBOSE").as_deref(),
+                Some("1") | Some("true") | Some("yes")
+            ),
+        })
+    }
+}

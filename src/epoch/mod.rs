@@ -1,0 +1,178 @@
+//! The per-window synchronization state machine.
+//!
+//! ```text
+//!            fence (not NOSUCCEED)                 lock_all
+//!   ┌──────┐ ───────────────────▶ ┌────────┐    ┌──────────┐
+//!   │ Idle │                      │ Fence  │    │ LockAll  │
+//!   └──────┘ ◀─────────────────── └────────┘    └──────────┘
+//!      ▲  │    fence(NOSUCCEED)       │ lock_all       │
+//!      │  │                           │ (no ops since  │ unlock_all
+//!      │  └──────── lock_all ─────────┼─ the fence) ──▶│
+//!      └──────────────────────────────┴────────────────┘
+//! ```
+//!
+//! * RMA operations are allowed in `Fence` and `LockAll`.
+//! * `flush*` only in `LockAll` (passive target).
+//! * `fence` is not allowed in `LockAll`; `lock_all` is allowed after a fence
+//!   only if no operation was issued since (as MPICH does), which is how a
+//!   final `fence` without `NOSUCCEED` is tolerated.
+//! * `free` is not allowed in `LockAll` or in a `Fence` epoch with operations
+//!   issued since the fence.
+//!
+//! The state lives in the window behind a mutex; every transition is a
+//! method here so the code follows this diagram one to one.
+
+use crate::error::{Error, Result};
+
+/// Assertions a program may give to `fence` (bit flags, as in MPI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Assert(pub u32);
+
+impl Assert {
+    /// No assertion.
+    pub const NONE: Assert = Assert(0);
+    /// No RMA operation completes at this fence (nothing issued before it).
+    pub const NOPRECEDE: Assert = Assert(1);
+    /// No RMA operation will be issued after this fence: closes the epoch.
+    pub const NOSUCCEED: Assert = Assert(2);
+    /// The local window was not updated by local stores since the last fence.
+    pub const NOSTORE: Assert = Assert(4);
+    /// The local window will not be updated by puts or accumulates until the next fence.
+    pub const NOPUT: Assert = Assert(8);
+
+    /// Whether all bits of `other` are set.
+    pub fn contains(self, other: Assert) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Assert {
+    type Output = Assert;
+    fn bitor(self, rhs: Assert) -> Assert {
+        Assert(self.0 | rhs.0)
+    }
+}
+
+/// Where a window is in its synchronization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Epoch {
+    /// No access epoch open.
+    Idle,
+    /// Between fences; `ops` tells whether operations were issued since.
+    Fence { ops: bool },
+    /// Inside `lock_all`/`unlock_all`.
+    LockAll,
+}
+
+impl Epoch {
+    fn describe(self) -> String {
+        match self {
+            Epoch::Idle => "outside an epoch (call fence or lock_all first)".into(),
+            Epoch::Fence { .. } => "inside a fence epoch".into(),
+            Epoch::LockAll => "inside a lock_all epoch".into(),
+        }
+    }
+
+    fn refuse(self, window: u64, op: &'static str) -> Error {
+        Error::Epoch {
+            window,
+            op,
+            state: self.describe(),
+        }
+    }
+
+    /// An RMA operation is about to be issued.
+    pub fn issue(&mut self, window: u64, op: &'static str) -> Result<()> {
+        match self {
+            Epoch::Idle => Err(self.refuse(window, op)),
+            Epoch::Fence { ops } => {
+                *ops = true;
+                Ok(())
+            }
+            Epoch::LockAll => Ok(()),
+        }
+    }
+
+    /// A flush is requested.
+    pub fn flush(&self, window: u64, op: &'static str) -> Result<()> {
+        match self {
+            Epoch::LockAll => Ok(()),
+            _ => Err(self.refuse(window, op)),
+        }
+    }
+
+    /// A fence is about to synchronize; returns the state after it.
+    pub fn fence(&self, window: u64, assert: Assert) -> Result<Epoch> {
+        match self {
+            Epoch::LockAll => Err(self.refuse(window, "fence")),
+            _ if assert.contains(Assert::NOSUCCEED) => Ok(Epoch::Idle),
+            _ => Ok(Epoch::Fence { ops: false }),
+        }
+    }
+
+    /// `lock_all` is requested.
+    pub fn lock_all(&mut self, window: u64) -> Result<()> {
+        match self {
+            Epoch::Idle | Epoch::Fence { ops: false } => {
+                *self = Epoch::LockAll;
+                Ok(())
+            }
+            _ => Err(self.refuse(window, "lock_all")),
+        }
+    }
+
+    /// `unlock_all` is requested (the caller flushes first).
+    pub fn unlock_all(&self, window: u64) -> Result<()> {
+        match self {
+            Epoch::LockAll => Ok(()),
+            _ => Err(self.refuse(window, "unlock_all")),
+        }
+    }
+
+    /// `free` is requested.
+    pub fn free(&self, window: u64) -> Result<()> {
+        match self {
+            Epoch::Idle | Epoch::Fence { ops: false } => Ok(()),
+            _ => Err(self.refuse(window, "free")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transitions() {
+        let mut e = Epoch::Idle;
+        assert!(e.issue(1, "put").is_err());
+        assert!(e.flush(1, "flush").is_err());
+        assert!(e.unlock_all(1).is_err());
+        e = e.fence(1, Assert::NONE).unwrap();
+        assert_eq!(e, Epoch::Fence { ops: false });
+        e.issue(1, "put").unwrap();
+        assert!(
+            e.lock_all(1).is_err(),
+            "lock_all with ops pending from a fence epoch"
+        );
+        assert!(e.free(1).is_err());
+        e = e.fence(1, Assert::NOSUCCEED).unwrap();
+        assert_eq!(e, Epoch::Idle);
+        e.lock_all(1).unwrap();
+        assert!(e.lock_all(1).is_err(), "lock_all twice");
+        assert!(e.fence(1, Assert::NONE).is_err(), "fence inside lock_all");
+        assert!(e.free(1).is_err(), "free inside lock_all");
+        e.flush(1, "flush").unwrap();
+        e.unlock_all(1).unwrap();
+    }
+
+    #[test]
+    fn error_names_window_and_op() {
+        let mut e = Epoch::Idle;
+        let msg = e.issue(9, "get").unwrap_err().to_string();
+        assert!(
+            msg.contains("window 9") && msg.contains("get") && msg.contains("outside an epoch"),
+            "{msg}"
+        );
+    }
+}

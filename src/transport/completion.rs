@@ -1,0 +1,63 @@
+//! Completion counting shared between the code that issues operations and
+//! the progress engine that reads completion queues.
+//!
+//! Invariant: `pending` counts operations handed to the provider whose
+//! completion (success or error) has not been processed yet. It is
+//! incremented before the post and decremented exactly once per operation by
+//! the CQ reader (or by the poster itself when the post fails). Whoever waits
+//! for `pending == 0` then reads the first error recorded, if any.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::error::Error;
+
+/// Tracks a set of operations until they complete.
+#[derive(Default, Debug)]
+pub struct Completion {
+    pending: AtomicUsize,
+    error: Mutex<Option<String>>,
+}
+
+impl Completion {
+    /// A tracker with nothing pending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Number of operations not completed yet.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+    /// Called before an operation is posted.
+    pub fn add(&self) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+    }
+    /// Called once per posted operation when its completion arrives, or when
+    /// its post failed.
+    pub fn done(&self) {
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+    /// Records an error completion (the first one wins) and counts it done.
+    pub fn failed(&self, message: String) {
+        if let Ok(mut e) = self.error.lock() {
+            e.get_or_insert(message);
+        }
+        self.done();
+    }
+    /// Takes the first recorded error, if any.
+    pub fn take_error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|mut e| e.take())
+    }
+    /// `Ok` if no error was recorded, otherwise a transport error naming `what`.
+    pub fn check(&self, what: impl FnOnce() -> String) -> Result<(), Error> {
+        match self.take_error() {
+            None => Ok(()),
+            Some(msg) => Err(Error::Fabric {
+                call: "completion",
+                context: what(),
+                code: 0,
+                message: msg,
+            }),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Window memory: a byte region that remote processes read and write.
+//!
+//! Remote peers (through the NIC or the provider's progress code) write into
+//! this memory at any time during an epoch, so the library never creates Rust
+//! references to it; all local access goes through the bounds-checked copies
+//! below. Concurrent local and remote access to the *same* bytes is erroneous
+//! in MPI and gives undefined values here, never memory unsafety.
+
+use std::alloc::{self, Layout};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+
+use crate::error::{Error, Result};
+
+enum Owner {
+    /// Allocated (zeroed) by the library with this layout.
+    Library(Layout),
+    /// Borrowed from the user for `'a`.
+    User,
+}
+
+/// A registered-memory candidate: allocated by the library or borrowed.
+pub struct Memory<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    owner: Owner,
+    _borrow: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the region is plain bytes accessed only through raw-pointer copies.
+unsafe impl Send for Memory<'_> {}
+// SAFETY: as above; concurrent copies race only on values, never on memory.
+unsafe impl Sync for Memory<'_> {}
+
+/// Alignment of library-allocated windows: a page, so that registration and
+/// any later shared-memory mapping work on whole pages.
+pub const WINDOW_ALIGN: usize = 4096;
+
+impl Memory<'static> {
+    /// Allocates `len` zeroed bytes (at least one page, page-aligned).
+    pub fn allocate(len: usize) -> Result<Memory<'static>> {
+        let size = len.max(1).next_multiple_of(WINDOW_ALIGN);
+        let layout = Layout::from_size_align(size, WINDOW_ALIGN)
+            .map_err(|e| Error::InvalidArgument(format!("window of {len} bytes: {e}")))?;
+        // SAFETY: layout has non-zero size.
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(p)
+            .ok_or_else(|| Error::Exhausted(format!("allocating a window of {len} bytes")))?;
+        Ok(Memory {
+            ptr,
+            len,
+            owner: Owner::Library(layout),
+            _borrow: PhantomData,
+        })
+    }
+}
+
+impl<'a> Memory<'a> {
+    /// Wraps user memory for the lifetime of the borrow.
+    pub fn borrow<T: bytemuck::Pod>(mem: &'a mut [T]) -> Memory<'a> {
+        let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(mem);
+        let len = bytes.len();
+        let ptr = NonNull::new(bytes.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        Memory {
+            ptr,
+            len,
+            owner: Owner::User,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a zero-length window.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Start address (what `FI_MR_VIRT_ADDR` providers use as the base).
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    fn check(&self, offset: usize, n: usize) -> Result<()> {
+        match offset.checked_add(n) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::InvalidArgument(format!(
+                "local window access at byte {offset}, length {n}, outside {} bytes",
+                self.len
+            ))),
+        }
+    }
+
+    /// Copies bytes out of the region.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check(offset, out.len())?;
+        fence(Ordering::Acquire);
+        // SAFETY: bounds checked above; `out` is a distinct Rust allocation
+        // (it cannot alias the region, which is never exposed as a reference).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Copies bytes into the region.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check(offset, data.len())?;
+        // SAFETY: bounds checked above; `data` cannot alias the region.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len())
+        };
+        fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// Copies `len` bytes inside the region (a put or get to oneself).
+    pub fn copy_within(&self, from: usize, to: usize, len: usize) -> Result<()> {
+        self.check(from, len)?;
+        self.check(to, len)?;
+        // SAFETY: both ranges are in bounds; `copy` handles overlap.
+        unsafe { std::ptr::copy(self.ptr.as_ptr().add(from), self.ptr.as_ptr().add(to), len) };
+        Ok(())
+    }
+
+    /// Reads an aligned `u64` with acquire ordering (flags written by peers).
+    pub fn load_u64(&self, offset: usize) -> Result<u64> {
+        self.check(offset, 8)?;
+        if (self.addr() as usize + offset) % 8 != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "unaligned u64 at byte {offset}"
+            )));
+        }
+        // SAFETY: in bounds and 8-aligned; the word is only ever accessed
+        // atomically by us (peers write it through the NIC/provider).
+        let a = unsafe { &*(self.ptr.as_ptr().add(offset) as *const std::sync::atomic::AtomicU64) };
+        Ok(a.load(Ordering::Acquire))
+    }
+
+    /// Stores an aligned `u64` with release ordering.
+    pub fn store_u64(&self, offset: usize, v: u64) -> Result<()> {
+        self.check(offset, 8)?;
+        if (self.addr() as usize + offset) % 8 != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "unaligned u64 at byte {offset}"
+            )));
+        }
+        // SAFETY: as in load_u64.
+        let a = unsafe { &*(self.ptr.as_ptr().add(offset) as *const std::sync::atomic::AtomicU64) };
+        a.store(v, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Drop for Memory<'_> {
+    fn drop(&mut self) {
+        if let Owner::Library(layout) = self.owner {
+            // SAFETY: allocated in `allocate` with this layout, freed once.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+        }
+    }
+}

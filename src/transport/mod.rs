@@ -1,0 +1,119 @@
+//! The transport layer: moving bytes between registered memories.
+//!
+//! [`Transport`] is what the layers above need from a network back-end:
+//! lazily added peers, memory registration, put/get to a remote address and
+//! key, and a progress function. The libfabric back-end is [`ofi`]; a native
+//! verbs back-end will implement the same trait.
+//!
+//! Buffer ownership is the transport's business: a blocking [`Transport::put`]
+//! returns only when the caller's buffer may be reused, a blocking
+//! [`Transport::get`] only when the data has arrived, and the non-blocking
+//! forms take an [`InFlight`] buffer that cannot be touched or freed before the
+//! operation completes.
+
+pub mod completion;
+pub mod inflight;
+pub mod memory;
+pub mod ofi;
+
+use std::any::Any;
+use std::sync::Arc;
+
+pub use completion::Completion;
+pub use inflight::InFlight;
+pub use memory::Memory;
+
+use crate::error::Result;
+
+/// What a back-end can do, as negotiated with the provider.
+#[derive(Debug, Clone)]
+pub struct TransportProps {
+    /// Provider name, e.g. `tcp;ofi_rxm`.
+    pub provider: String,
+    /// Fabric and domain (NIC) names.
+    pub fabric: String,
+    /// Domain name.
+    pub domain: String,
+    /// Local buffers must be registered (`FI_MR_LOCAL`).
+    pub mr_local: bool,
+    /// Remote addresses are virtual addresses (`FI_MR_VIRT_ADDR`), else offsets.
+    pub virt_addr: bool,
+    /// The provider chooses keys (`FI_MR_PROV_KEY`).
+    pub prov_key: bool,
+    /// Registrations are bound to the endpoint (`FI_MR_ENDPOINT`).
+    pub mr_endpoint: bool,
+    /// Largest `fi_inject_write` payload.
+    pub inject_size: usize,
+    /// Largest single transfer.
+    pub max_msg_size: usize,
+    /// RMA reads are ordered after earlier RMA writes to the same peer
+    /// (`FI_ORDER_RMA_RAW`): a flush is one small read. Otherwise every write
+    /// asks for `FI_DELIVERY_COMPLETE` and a flush waits for completions.
+    pub ordered_raw: bool,
+    /// The endpoint offers `FI_ATOMIC`.
+    pub atomics: bool,
+}
+
+/// Where an operation lands: an address in the target's registration and its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteAddr {
+    /// Address as the provider expects it (virtual address or offset).
+    pub addr: u64,
+    /// Remote protection key.
+    pub key: u64,
+}
+
+/// A registered memory region; dropping it deregisters.
+pub struct Registration {
+    /// Key peers use to access the region.
+    pub key: u64,
+    /// Base address peers use (the virtual address, or 0 for offset addressing).
+    pub base: u64,
+    _handle: Box<dyn Any + Send + Sync>,
+}
+
+impl Registration {
+    /// Wraps a back-end handle.
+    pub fn new(key: u64, base: u64, handle: Box<dyn Any + Send + Sync>) -> Self {
+        Registration {
+            key,
+            base,
+            _handle: handle,
+        }
+    }
+}
+
+/// A network back-end.
+pub trait Transport: Send + Sync {
+    /// Negotiated properties.
+    fn props(&self) -> &TransportProps;
+    /// This process's endpoint address, to publish to peers.
+    fn address(&self) -> &[u8];
+    /// Makes `rank` reachable at `address` (idempotent).
+    fn add_peer(&self, rank: usize, address: &[u8]) -> Result<()>;
+    /// Whether `rank` was added.
+    fn knows_peer(&self, rank: usize) -> bool;
+    /// Number of peers added (address-vector entries).
+    fn peer_count(&self) -> usize;
+    /// Registers memory for remote read and write.
+    fn register(&self, mem: &Memory<'_>) -> Result<Registration>;
+    /// Writes `data` to `dst` at `target`; returns when `data` may be reused.
+    fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()>;
+    /// Reads `buf.len()` bytes from `src` at `target`; returns when they arrived.
+    fn get(&self, target: usize, buf: &mut [u8], src: RemoteAddr) -> Result<()>;
+    /// Starts writing `src` to `dst`; `src.completion()` counts it.
+    fn put_async(&self, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()>;
+    /// Starts reading into `dst` from `src`; `dst.completion()` counts it.
+    fn get_async(&self, target: usize, dst: &InFlight, src: RemoteAddr) -> Result<()>;
+    /// Writes one 64-bit word and returns once it is visible at the target
+    /// (synchronization flags).
+    fn put_signal(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()>;
+    /// Reads completions and drives the provider; returns how many completed.
+    fn progress(&self) -> Result<usize>;
+    /// Drives progress until `done` has nothing pending (bounded by the
+    /// configured timeout), then reports the first error it recorded.
+    fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()>;
+}
+
+/// A shared transport.
+pub type SharedTransport = Arc<dyn Transport>;

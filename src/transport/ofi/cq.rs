@@ -1,0 +1,147 @@
+//! Reading the completion queue.
+//!
+//! Every posted operation carries a boxed [`OpContext`] as its libfabric
+//! context. Whoever reads its completion (user thread or progress agent)
+//! turns the pointer back into the box, exactly once, and marks the
+//! operation done on its [`Completion`].
+
+use std::sync::Arc;
+
+use libfabric_sys as fi;
+
+use super::fault::{fabric_error, strerror, EAGAIN, EAVAIL};
+use super::mr::LocalMr;
+use super::OfiTransport;
+use crate::error::Result;
+use crate::transport::Completion;
+
+/// What an operation needs kept alive until it completes.
+pub struct OpContext {
+    /// Counted done when the completion is read.
+    pub done: Arc<Completion>,
+    /// A second tracker (the window's, so that a flush covers requests).
+    pub group: Option<Arc<Completion>>,
+    /// A registration of the local buffer (`FI_MR_LOCAL`), closed afterwards.
+    pub _mr: Option<LocalMr>,
+    /// What the operation was, for error messages.
+    pub what: &'static str,
+    /// Target rank, for error messages.
+    pub target: usize,
+}
+
+impl OpContext {
+    /// Counts the operation done on its trackers.
+    pub fn complete(&self) {
+        if let Some(g) = &self.group {
+            g.done();
+        }
+        self.done.done();
+    }
+    /// Records a failure on its trackers.
+    pub fn fail(&self, message: String) {
+        if let Some(g) = &self.group {
+            g.failed(message.clone());
+        }
+        self.done.failed(message);
+    }
+    /// Leaks the context into a pointer for the provider.
+    pub fn into_raw(self) -> *mut std::os::raw::c_void {
+        Box::into_raw(Box::new(self)).cast()
+    }
+    /// Takes back a context the provider returned (or a post that failed).
+    ///
+    /// # Safety
+    /// `p` must come from [`OpContext::into_raw`] and be taken back once.
+    pub unsafe fn from_raw(p: *mut std::os::raw::c_void) -> Box<OpContext> {
+        // SAFETY: guaranteed by the caller.
+        unsafe { Box::from_raw(p.cast()) }
+    }
+}
+
+const BATCH: usize = 16;
+
+/// Reads all available completions; returns how many there were.
+pub fn drain(t: &OfiTransport) -> Result<usize> {
+    let mut total = 0;
+    loop {
+        let mut entries = [fi::fi_cq_entry::default(); BATCH];
+        // SAFETY: live CQ opened with FI_CQ_FORMAT_CONTEXT; buffer holds BATCH entries.
+        let n = unsafe { fi::fi_cq_read(t.cq.as_ptr(), entries.as_mut_ptr().cast(), BATCH) };
+        if n > 0 {
+            for e in &entries[..n as usize] {
+                if !e.op_context.is_null() {
+                    // SAFETY: every non-null context we post comes from into_raw
+                    // and the provider reports each completion once.
+                    let ctx = unsafe { OpContext::from_raw(e.op_context) };
+                    ctx.complete();
+                }
+            }
+            total += n as usize;
+            if (n as usize) < BATCH {
+                return Ok(total);
+            }
+        } else if n == EAGAIN || n == 0 {
+            return Ok(total);
+        } else if n == EAVAIL {
+            read_error(t)?;
+            total += 1;
+        } else {
+            return Err(fabric_error(
+                "fi_cq_read",
+                n,
+                "reading the completion queue",
+            ));
+        }
+    }
+}
+
+fn read_error(t: &OfiTransport) -> Result<()> {
+    let mut err = fi::fi_cq_err_entry::default();
+    // SAFETY: live CQ; err is a valid entry (err_data NULL: provider-owned buffer).
+    let n = unsafe { fi::fi_cq_readerr(t.cq.as_ptr(), &mut err, 0) };
+    if n == EAGAIN {
+        return Ok(());
+    }
+    if n < 0 {
+        return Err(fabric_error(
+            "fi_cq_readerr",
+            n,
+            "reading an error completion",
+        ));
+    }
+    let mut buf = [0 as std::os::raw::c_char; 256];
+    // SAFETY: live CQ, provider errno and data from the entry, valid buffer.
+    let prov = unsafe {
+        fi::fi_cq_strerror(
+            t.cq.as_ptr(),
+            err.prov_errno,
+            err.err_data,
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    let detail = if prov.is_null() {
+        String::new()
+    } else {
+        // SAFETY: fi_cq_strerror returns a NUL-terminated string.
+        unsafe { std::ffi::CStr::from_ptr(prov) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    if err.op_context.is_null() {
+        tracing::warn!(
+            "error completion without context: {} ({detail})",
+            strerror(err.err)
+        );
+        return Ok(());
+    }
+    // SAFETY: as in drain.
+    let ctx = unsafe { OpContext::from_raw(err.op_context) };
+    ctx.fail(format!(
+        "{} to rank {} failed: {} (provider: {detail})",
+        ctx.what,
+        ctx.target,
+        strerror(err.err)
+    ));
+    Ok(())
+}

@@ -1,0 +1,281 @@
+//! `fi_getinfo`: asking libfabric which providers can do RMA, and choosing one.
+
+use std::ffi::{CStr, CString};
+use std::ptr::{self, NonNull};
+
+use libfabric_sys as fi;
+
+use super::fault::check;
+use crate::error::{Error, Result};
+
+/// The libfabric API version we ask for.
+pub const API_VERSION: u32 = fi::fi_version_of(1, 10);
+
+/// Every `mr_mode` bit onesided can honour. `FI_MR_RAW` (keys wider than 64
+/// bits) is not among them yet: providers that demand it are not offered.
+pub const MR_MODES_HANDLED: u64 = fi::FI_MR_LOCAL
+    | fi::FI_MR_VIRT_ADDR
+    | fi::FI_MR_ALLOCATED
+    | fi::FI_MR_PROV_KEY
+    | fi::FI_MR_ENDPOINT;
+
+/// Providers tried, in order, when `ONESIDED_PROVIDER` is not set: native
+/// RDMA hardware first, software transports last.
+pub const AUTO_ORDER: &[&str] = &[
+    "verbs", "efa", "cxi", "opx", "psm3", "psm2", "tcp", "sockets",
+];
+
+/// An owned `fi_info` list, freed with `fi_freeinfo`.
+pub struct InfoList {
+    head: NonNull<fi::fi_info>,
+}
+
+// SAFETY: the list is plain data owned by this value; libfabric keeps no
+// reference to it after fi_getinfo returns.
+unsafe impl Send for InfoList {}
+// SAFETY: shared access only reads the plain data.
+unsafe impl Sync for InfoList {}
+
+impl Drop for InfoList {
+    fn drop(&mut self) {
+        // SAFETY: head came from fi_getinfo/fi_dupinfo and is freed once.
+        unsafe { fi::fi_freeinfo(self.head.as_ptr()) }
+    }
+}
+
+/// One entry of an [`InfoList`].
+#[derive(Clone, Copy)]
+pub struct InfoRef<'a> {
+    info: &'a fi::fi_info,
+}
+
+fn cstr(p: *const std::os::raw::c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: libfabric strings in fi_info are NUL-terminated and live as
+        // long as the list.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+impl InfoList {
+    /// Asks libfabric for RDM endpoints with RMA (and atomics and messages
+    /// where available) that we can drive.
+    pub fn query_rdm(require_atomics: bool) -> Result<InfoList> {
+        // SAFETY: fi_allocinfo returns a zeroed fi_info with all attribute
+        // structs allocated, or NULL.
+        let hints = unsafe { fi::fi_allocinfo() };
+        let hints = NonNull::new(hints)
+            .ok_or_else(|| Error::NoProvider("fi_allocinfo returned NULL".into()))?;
+        let hints = InfoList { head: hints };
+        // SAFETY: hints is a valid, exclusively owned fi_info whose attribute
+        // pointers fi_allocinfo filled in.
+        unsafe {
+            let h = hints.head.as_ptr();
+            (*h).caps = fi::FI_RMA | fi::FI_MSG | if require_atomics { fi::FI_ATOMIC } else { 0 };
+            (*h).mode = 0;
+            (*(*h).ep_attr).type_ = fi::FI_EP_RDM;
+            (*(*h).domain_attr).mr_mode = MR_MODES_HANDLED as i32;
+            (*(*h).domain_attr).threading = fi::FI_THREAD_SAFE;
+            // The sockets provider's automatic progress costs ~10 ms per
+            // operation; we run our own progress agent instead.
+            (*(*h).domain_attr).data_progress = fi::FI_PROGRESS_MANUAL;
+        }
+        let mut out: *mut fi::fi_info = ptr::null_mut();
+        // SAFETY: valid hints; out receives an owned list on success.
+        let rc = unsafe {
+            fi::fi_getinfo(
+                API_VERSION,
+                ptr::null(),
+                ptr::null(),
+                0,
+                hints.head.as_ptr(),
+                &mut out,
+            )
+        };
+        if rc == -(fi::FI_ENODATA as i32) {
+            return Err(Error::NoProvider(
+                "fi_getinfo found no RDM provider with RMA (is libfabric installed with its providers? run onesided-info)".into(),
+            ));
+        }
+        check("fi_getinfo", rc, || {
+            "querying RDM providers with RMA".into()
+        })?;
+        let head = NonNull::new(out)
+            .ok_or_else(|| Error::NoProvider("fi_getinfo returned an empty list".into()))?;
+        Ok(InfoList { head })
+    }
+
+    /// Iterates over the entries.
+    pub fn iter(&self) -> impl Iterator<Item = InfoRef<'_>> {
+        let mut cur: *const fi::fi_info = self.head.as_ptr();
+        std::iter::from_fn(move || {
+            if cur.is_null() {
+                return None;
+            }
+            // SAFETY: every node of the list is valid while self lives.
+            let info = unsafe { &*cur };
+            cur = info.next;
+            Some(InfoRef { info })
+        })
+    }
+
+    /// Copies one entry into a list of its own (`fi_dupinfo`).
+    pub fn dup(entry: InfoRef<'_>) -> Result<InfoList> {
+        // SAFETY: entry points into a live list; fi_dupinfo deep-copies one node.
+        let p = unsafe { fi::fi_dupinfo(entry.info) };
+        let head = NonNull::new(p).ok_or_else(|| Error::NoProvider("fi_dupinfo failed".into()))?;
+        // SAFETY: the copy is exclusively ours; cut it off from the rest.
+        unsafe { (*head.as_ptr()).next = ptr::null_mut() };
+        Ok(InfoList { head })
+    }
+
+    /// The first entry.
+    pub fn first(&self) -> InfoRef<'_> {
+        // SAFETY: head is valid while self lives.
+        InfoRef {
+            info: unsafe { self.head.as_ref() },
+        }
+    }
+
+    /// Raw pointer for calls that take `struct fi_info *`.
+    pub fn as_ptr(&self) -> *mut fi::fi_info {
+        self.head.as_ptr()
+    }
+
+    /// Chooses a provider: `wanted` names one (`tcp`, `shm`, `verbs`, or a
+    /// full name like `tcp;ofi_rxm`); `None` walks [`AUTO_ORDER`].
+    pub fn select(wanted: Option<&str>) -> Result<InfoList> {
+        let list = Self::query_rdm(false)?;
+        let pick = match wanted {
+            Some(name) => list
+                .iter()
+                .find(|e| e.provider() == name)
+                .or_else(|| list.iter().find(|e| e.core_provider() == name))
+                .ok_or_else(|| {
+                    let mut seen: Vec<String> = list.iter().map(|e| e.provider()).collect();
+                    seen.dedup();
+                    Error::NoProvider(format!(
+                        "ONESIDED_PROVIDER={name} is not available with RDM endpoints and RMA; available: {}",
+                        seen.join(", ")
+                    ))
+                })?,
+            None => AUTO_ORDER
+                .iter()
+                .find_map(|name| list.iter().find(|e| e.core_provider() == *name))
+                .ok_or_else(|| Error::NoProvider("none of the automatic choices is present".into()))?,
+        };
+        Self::dup(pick)
+    }
+}
+
+impl<'a> InfoRef<'a> {
+    fn domain_attr(&self) -> &'a fi::fi_domain_attr {
+        // SAFETY: fi_getinfo fills every attribute pointer of returned entries.
+        unsafe { &*self.info.domain_attr }
+    }
+    fn tx_attr(&self) -> &'a fi::fi_tx_attr {
+        // SAFETY: as above.
+        unsafe { &*self.info.tx_attr }
+    }
+    fn ep_attr(&self) -> &'a fi::fi_ep_attr {
+        // SAFETY: as above.
+        unsafe { &*self.info.ep_attr }
+    }
+    fn fabric_attr(&self) -> &'a fi::fi_fabric_attr {
+        // SAFETY: as above.
+        unsafe { &*self.info.fabric_attr }
+    }
+    /// Full provider name, e.g. `tcp;ofi_rxm`.
+    pub fn provider(&self) -> String {
+        cstr(self.fabric_attr().prov_name)
+    }
+    /// The core provider: `tcp` for `tcp;ofi_rxm`.
+    pub fn core_provider(&self) -> String {
+        self.provider()
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+    /// Fabric name.
+    pub fn fabric(&self) -> String {
+        cstr(self.fabric_attr().name)
+    }
+    /// Domain name (the NIC or interface).
+    pub fn domain(&self) -> String {
+        cstr(self.domain_attr().name)
+    }
+    /// Capability bits.
+    pub fn caps(&self) -> u64 {
+        self.info.caps
+    }
+    /// `mr_mode` bits the provider demands.
+    pub fn mr_mode(&self) -> u64 {
+        self.domain_attr().mr_mode as u32 as u64
+    }
+    /// Largest payload for `fi_inject*`.
+    pub fn inject_size(&self) -> usize {
+        self.tx_attr().inject_size
+    }
+    /// Largest message.
+    pub fn max_msg_size(&self) -> usize {
+        self.ep_attr().max_msg_size
+    }
+    /// Transmit ordering guarantees (`FI_ORDER_*`).
+    pub fn msg_order(&self) -> u64 {
+        self.tx_attr().msg_order
+    }
+    /// Data and control progress modes.
+    pub fn progress(&self) -> (u32, u32) {
+        let d = self.domain_attr();
+        (d.data_progress, d.control_progress)
+    }
+    /// Endpoint type.
+    pub fn ep_type(&self) -> u32 {
+        self.ep_attr().type_
+    }
+    /// Address format.
+    pub fn addr_format(&self) -> u32 {
+        self.info.addr_format
+    }
+    /// Raw pointer (for fi_fabric/fi_domain/fi_endpoint).
+    pub fn as_ptr(&self) -> *mut fi::fi_info {
+        self.info as *const fi::fi_info as *mut fi::fi_info
+    }
+}
+
+/// Names of the set bits of `mr_mode`.
+pub fn mr_mode_names(mode: u64) -> Vec<&'static str> {
+    [
+        (fi::FI_MR_LOCAL, "LOCAL"),
+        (fi::FI_MR_RAW, "RAW"),
+        (fi::FI_MR_VIRT_ADDR, "VIRT_ADDR"),
+        (fi::FI_MR_ALLOCATED, "ALLOCATED"),
+        (fi::FI_MR_PROV_KEY, "PROV_KEY"),
+        (fi::FI_MR_MMU_NOTIFY, "MMU_NOTIFY"),
+        (fi::FI_MR_RMA_EVENT, "RMA_EVENT"),
+        (fi::FI_MR_ENDPOINT, "ENDPOINT"),
+        (fi::FI_MR_HMEM, "HMEM"),
+    ]
+    .iter()
+    .filter(|(bit, _)| mode & bit != 0)
+    .map(|(_, n)| *n)
+    .collect()
+}
+
+/// Name of a progress mode.
+pub fn progress_name(p: u32) -> &'static str {
+    match p {
+        fi::FI_PROGRESS_AUTO => "auto",
+        fi::FI_PROGRESS_MANUAL => "manual",
+        _ => "unspec",
+    }
+}
+
+/// Keeps a C string alive for a libfabric call (hint strings must be
+/// `strdup`ed because `fi_freeinfo` frees them; we never hand over ours).
+pub fn c_string(s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::InvalidArgument(format!("string with NUL byte: {s:?}")))
+}

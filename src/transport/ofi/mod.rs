@@ -1,0 +1,321 @@
+//! The libfabric back-end: RDM endpoints with RMA.
+//!
+//! * **Provider** from `ONESIDED_PROVIDER`, or the first of
+//!   [`info::AUTO_ORDER`] that is present.
+//! * **Threading**: the domain is opened `FI_THREAD_SAFE`, so the user's
+//!   threads and the progress agent call in concurrently.
+//! * **Progress**: `FI_PROGRESS_MANUAL`; [`OfiTransport::progress`] reads the
+//!   completion queue, which also drives the provider's protocol engine.
+//! * **Completion** (see `docs/transport.md`): with `FI_ORDER_RMA_RAW` (tcp,
+//!   sockets) writes complete locally and a flush is one ordered read; without
+//!   it (shm) each write asks for `FI_DELIVERY_COMPLETE`.
+//! * **Peers** are inserted into the address vector when first contacted.
+
+mod cq;
+pub mod fault;
+mod fid;
+pub mod info;
+mod mr;
+mod rma;
+
+pub use rma::backoff;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use libfabric_sys as fi;
+
+use self::fault::check;
+use self::fid::Owned;
+use self::info::InfoList;
+use super::{Completion, InFlight, Memory, Registration, RemoteAddr, Transport, TransportProps};
+use crate::error::{Error, Result};
+
+/// A libfabric RDM endpoint with its fabric, domain, address vector and CQ.
+pub struct OfiTransport {
+    // Drop order matters: the endpoint goes before what it is bound to.
+    ep: Owned<fi::fid_ep>,
+    av: Owned<fi::fid_av>,
+    cq: Owned<fi::fid_cq>,
+    domain: Owned<fi::fid_domain>,
+    _fabric: Owned<fi::fid_fabric>,
+    _info: InfoList,
+    props: TransportProps,
+    address: Vec<u8>,
+    peers: Mutex<HashMap<usize, fi::fi_addr_t>>,
+    next_key: AtomicU64,
+    timeout: Option<Duration>,
+    poisoned: AtomicBool,
+    poison_reason: Mutex<Option<String>>,
+}
+
+impl OfiTransport {
+    /// Opens an endpoint on the chosen provider.
+    pub fn open(provider: Option<&str>, timeout: Option<Duration>) -> Result<OfiTransport> {
+        let info = InfoList::select(provider)?;
+        let entry = info.first();
+        let mr_mode = entry.mr_mode();
+        let props = TransportProps {
+            provider: entry.provider(),
+            fabric: entry.fabric(),
+            domain: entry.domain(),
+            mr_local: mr_mode & fi::FI_MR_LOCAL != 0,
+            virt_addr: mr_mode & fi::FI_MR_VIRT_ADDR != 0,
+            prov_key: mr_mode & fi::FI_MR_PROV_KEY != 0,
+            mr_endpoint: mr_mode & fi::FI_MR_ENDPOINT != 0,
+            inject_size: entry.inject_size(),
+            max_msg_size: entry.max_msg_size(),
+            ordered_raw: entry.msg_order() & fi::FI_ORDER_RMA_RAW != 0,
+            atomics: entry.caps() & fi::FI_ATOMIC != 0,
+        };
+        let what = |step: &str| format!("{step} on provider {}", props.provider);
+
+        let mut fabric: *mut fi::fid_fabric = std::ptr::null_mut();
+        // SAFETY: fabric_attr belongs to our info entry; out-pointer valid.
+        let rc = unsafe {
+            fi::fi_fabric(
+                (*entry.as_ptr()).fabric_attr,
+                &mut fabric,
+                std::ptr::null_mut(),
+            )
+        };
+        check("fi_fabric", rc, || what("opening the fabric"))?;
+        let fabric = Owned::new(fabric)
+            .ok_or_else(|| Error::NoProvider("fi_fabric returned NULL".into()))?;
+
+        let mut domain: *mut fi::fid_domain = std::ptr::null_mut();
+        // SAFETY: live fabric, our info entry, valid out-pointer.
+        let rc = unsafe {
+            fi::fi_domain(
+                fabric.as_ptr(),
+                entry.as_ptr(),
+                &mut domain,
+                std::ptr::null_mut(),
+            )
+        };
+        check("fi_domain", rc, || what("opening the domain"))?;
+        let domain = Owned::new(domain)
+            .ok_or_else(|| Error::NoProvider("fi_domain returned NULL".into()))?;
+
+        let mut cq_attr = fi::fi_cq_attr {
+            format: fi::FI_CQ_FORMAT_CONTEXT,
+            wait_obj: fi::FI_WAIT_NONE,
+            ..Default::default()
+        };
+        let mut cq: *mut fi::fid_cq = std::ptr::null_mut();
+        // SAFETY: live domain, initialised attr, valid out-pointer.
+        let rc =
+            unsafe { fi::fi_cq_open(domain.as_ptr(), &mut cq_attr, &mut cq, std::ptr::null_mut()) };
+        check("fi_cq_open", rc, || what("opening the completion queue"))?;
+        let cq =
+            Owned::new(cq).ok_or_else(|| Error::NoProvider("fi_cq_open returned NULL".into()))?;
+
+        let mut av_attr = fi::fi_av_attr {
+            type_: fi::FI_AV_TABLE,
+            ..Default::default()
+        };
+        let mut av: *mut fi::fid_av = std::ptr::null_mut();
+        // SAFETY: as above.
+        let rc =
+            unsafe { fi::fi_av_open(domain.as_ptr(), &mut av_attr, &mut av, std::ptr::null_mut()) };
+        check("fi_av_open", rc, || what("opening the address vector"))?;
+        let av =
+            Owned::new(av).ok_or_else(|| Error::NoProvider("fi_av_open returned NULL".into()))?;
+
+        let mut ep: *mut fi::fid_ep = std::ptr::null_mut();
+        // SAFETY: as above.
+        let rc = unsafe {
+            fi::fi_endpoint(
+                domain.as_ptr(),
+                entry.as_ptr(),
+                &mut ep,
+                std::ptr::null_mut(),
+            )
+        };
+        check("fi_endpoint", rc, || what("creating the endpoint"))?;
+        let ep =
+            Owned::new(ep).ok_or_else(|| Error::NoProvider("fi_endpoint returned NULL".into()))?;
+
+        // SAFETY: live endpoint, AV and CQ from the same domain.
+        unsafe {
+            check(
+                "fi_ep_bind",
+                fi::fi_ep_bind(ep.as_ptr(), av.fid(), 0),
+                || what("binding the address vector"),
+            )?;
+            check(
+                "fi_ep_bind",
+                fi::fi_ep_bind(ep.as_ptr(), cq.fid(), fi::FI_TRANSMIT | fi::FI_RECV),
+                || what("binding the completion queue"),
+            )?;
+            check("fi_enable", fi::fi_enable(ep.as_ptr()), || {
+                what("enabling the endpoint")
+            })?;
+        }
+
+        let mut name = vec![0u8; 256];
+        let mut len = name.len();
+        // SAFETY: buffer and length are valid; the provider writes at most len bytes.
+        let mut rc = unsafe { fi::fi_getname(ep.fid(), name.as_mut_ptr().cast(), &mut len) };
+        if rc == -(fi::FI_ETOOSMALL as i32) {
+            name.resize(len, 0);
+            // SAFETY: as above with the size the provider asked for.
+            rc = unsafe { fi::fi_getname(ep.fid(), name.as_mut_ptr().cast(), &mut len) };
+        }
+        check("fi_getname", rc, || what("reading the endpoint address"))?;
+        name.truncate(len);
+
+        Ok(OfiTransport {
+            ep,
+            av,
+            cq,
+            domain,
+            _fabric: fabric,
+            _info: info,
+            props,
+            address: name,
+            peers: Mutex::new(HashMap::new()),
+            next_key: AtomicU64::new(1),
+            timeout,
+            poisoned: AtomicBool::new(false),
+            poison_reason: Mutex::new(None),
+        })
+    }
+
+    fn peer(&self, rank: usize) -> Result<fi::fi_addr_t> {
+        self.peers
+            .lock()
+            .map_err(|_| Error::InvalidArgument("peer table lock poisoned".into()))?
+            .get(&rank)
+            .copied()
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("rank {rank} has not been added as a peer"))
+            })
+    }
+
+    fn ensure_alive(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            let why = self
+                .poison_reason
+                .lock()
+                .ok()
+                .and_then(|r| r.clone())
+                .unwrap_or_default();
+            return Err(Error::Fabric {
+                call: "endpoint",
+                context: "using a transport that failed earlier".into(),
+                code: 0,
+                message: why,
+            });
+        }
+        Ok(())
+    }
+
+    /// Stops all further use of the provider: after an operation into a
+    /// caller's buffer timed out we may not return while the provider could
+    /// still write there, unless it never runs again.
+    fn poison(&self, reason: String) {
+        if let Ok(mut r) = self.poison_reason.lock() {
+            r.get_or_insert(reason);
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+}
+
+impl Transport for OfiTransport {
+    fn props(&self) -> &TransportProps {
+        &self.props
+    }
+
+    fn address(&self) -> &[u8] {
+        &self.address
+    }
+
+    fn add_peer(&self, rank: usize, address: &[u8]) -> Result<()> {
+        let mut peers = self
+            .peers
+            .lock()
+            .map_err(|_| Error::InvalidArgument("peer table lock poisoned".into()))?;
+        if peers.contains_key(&rank) {
+            return Ok(());
+        }
+        let mut fi_addr: fi::fi_addr_t = fi::FI_ADDR_NOTAVAIL;
+        // SAFETY: address is a valid buffer holding one provider address (its
+        // format was validated by length on the publishing side and the
+        // provider validates content); fi_addr is a valid out-pointer.
+        let n = unsafe {
+            fi::fi_av_insert(
+                self.av.as_ptr(),
+                address.as_ptr().cast(),
+                1,
+                &mut fi_addr,
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        if n != 1 || fi_addr == fi::FI_ADDR_NOTAVAIL {
+            return Err(Error::Protocol {
+                peer: format!("rank {rank}"),
+                message: format!(
+                    "its endpoint address was rejected by fi_av_insert (returned {n})"
+                ),
+            });
+        }
+        peers.insert(rank, fi_addr);
+        Ok(())
+    }
+
+    fn knows_peer(&self, rank: usize) -> bool {
+        self.peers
+            .lock()
+            .map(|p| p.contains_key(&rank))
+            .unwrap_or(false)
+    }
+
+    fn peer_count(&self) -> usize {
+        self.peers.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
+    fn register(&self, mem: &Memory<'_>) -> Result<Registration> {
+        self.ensure_alive()?;
+        let mr = mr::LocalMr::register(
+            self,
+            mem.as_ptr(),
+            mem.len().max(1),
+            fi::FI_REMOTE_READ | fi::FI_REMOTE_WRITE | fi::FI_READ | fi::FI_WRITE,
+        )?;
+        let base = if self.props.virt_addr { mem.addr() } else { 0 };
+        Ok(Registration::new(mr.key(), base, Box::new(mr)))
+    }
+
+    fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
+        rma::put_blocking(self, target, data, dst)
+    }
+
+    fn get(&self, target: usize, buf: &mut [u8], src: RemoteAddr) -> Result<()> {
+        rma::get_blocking(self, target, buf, src)
+    }
+
+    fn put_async(&self, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()> {
+        rma::put_async(self, target, src, dst)
+    }
+
+    fn get_async(&self, target: usize, dst: &InFlight, src: RemoteAddr) -> Result<()> {
+        rma::get_async(self, target, dst, src)
+    }
+
+    fn put_signal(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
+        rma::put_signal(self, target, value, dst)
+    }
+
+    fn progress(&self) -> Result<usize> {
+        self.ensure_alive()?;
+        cq::drain(self)
+    }
+
+    fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
+        rma::wait(self, done, what)
+    }
+}

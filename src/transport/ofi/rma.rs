@@ -1,0 +1,367 @@
+//! Posting RMA operations: retry on `-FI_EAGAIN` while driving progress, with
+//! a bounded wait, and the completion semantics chosen per provider.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use libfabric_sys as fi;
+
+use super::cq::{self, OpContext};
+use super::fault::{fabric_error, EAGAIN};
+use super::mr::LocalMr;
+use super::OfiTransport;
+use crate::error::{Error, Result};
+use crate::transport::{Completion, InFlight, RemoteAddr};
+
+#[derive(Clone, Copy)]
+enum Dir {
+    Write,
+    Read,
+}
+
+impl Dir {
+    fn name(self) -> &'static str {
+        match self {
+            Dir::Write => "put",
+            Dir::Read => "get",
+        }
+    }
+}
+
+/// Spins politely: a few busy iterations, then yields the core (ranks are
+/// often oversubscribed on small machines).
+pub fn backoff(round: &mut u32) {
+    *round = round.saturating_add(1);
+    if *round < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+fn timed_out(t: &OfiTransport, start: Instant) -> bool {
+    t.timeout.is_some_and(|limit| start.elapsed() > limit)
+}
+
+/// Calls `post` until it stops returning `-FI_EAGAIN`. On failure the
+/// context (if any) is taken back and counted done.
+fn post_retry(
+    t: &OfiTransport,
+    call: &'static str,
+    target: usize,
+    ctx: *mut std::os::raw::c_void,
+    mut post: impl FnMut() -> isize,
+) -> Result<()> {
+    let start = Instant::now();
+    let mut round = 0;
+    let fail = |e: Error| {
+        if !ctx.is_null() {
+            // SAFETY: the provider rejected the post, so it never saw ctx.
+            let c = unsafe { OpContext::from_raw(ctx) };
+            c.complete();
+        }
+        Err(e)
+    };
+    loop {
+        let rc = post();
+        if rc == 0 {
+            return Ok(());
+        }
+        if rc != EAGAIN {
+            return fail(fabric_error(
+                call,
+                rc,
+                format!("posting an operation to rank {target}"),
+            ));
+        }
+        if let Err(e) = cq::drain(t) {
+            return fail(e);
+        }
+        if timed_out(t, start) {
+            return fail(Error::Timeout {
+                what: format!(
+                    "{call} to rank {target} kept returning FI_EAGAIN (is the peer alive?)"
+                ),
+                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
+            });
+        }
+        backoff(&mut round);
+    }
+}
+
+/// Drives progress until `done` has nothing pending.
+pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
+    let start = Instant::now();
+    let mut round = 0;
+    while done.pending() != 0 {
+        t.ensure_alive()?;
+        cq::drain(t)?;
+        if done.pending() == 0 {
+            break;
+        }
+        if timed_out(t, start) {
+            let msg = format!(
+                "waiting for {} operation(s) while {}; the provider will not be used again",
+                done.pending(),
+                what()
+            );
+            t.poison(msg.clone());
+            return Err(Error::Timeout {
+                what: msg,
+                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
+            });
+        }
+        backoff(&mut round);
+    }
+    done.check(what)
+}
+
+/// Posts one read or write of `len` bytes at `local` (kept alive by the
+/// caller until `done` counts it), in chunks of at most `max_msg_size`.
+fn post(
+    t: &OfiTransport,
+    dir: Dir,
+    target: usize,
+    local: *mut u8,
+    len: usize,
+    remote: RemoteAddr,
+    done: &Arc<Completion>,
+    group: Option<&Arc<Completion>>,
+) -> Result<()> {
+    t.ensure_alive()?;
+    let fi_addr = t.peer(target)?;
+    let chunk = t.props.max_msg_size.max(1);
+    let mut off = 0;
+    while off < len {
+        let n = chunk.min(len - off);
+        // SAFETY: off + n <= len, inside the caller's buffer.
+        let buf = unsafe { local.add(off) };
+        let mr = if t.props.mr_local {
+            let access = match dir {
+                Dir::Write => fi::FI_WRITE,
+                Dir::Read => fi::FI_READ,
+            };
+            Some(LocalMr::register(t, buf, n, access)?)
+        } else {
+            None
+        };
+        let desc = mr.as_ref().map_or(std::ptr::null_mut(), |m| m.desc());
+        let addr = remote.addr + off as u64;
+        done.add();
+        if let Some(g) = group {
+            g.add();
+        }
+        let ctx = OpContext {
+            done: done.clone(),
+            group: group.cloned(),
+            _mr: mr,
+            what: dir.name(),
+            target,
+        }
+        .into_raw();
+        match dir {
+            Dir::Write if t.props.ordered_raw => post_retry(t, "fi_write", target, ctx, || {
+                // SAFETY: live endpoint; buf/n stay valid until completion
+                // (caller contract); ctx is our boxed context.
+                unsafe {
+                    fi::fi_write(
+                        t.ep.as_ptr(),
+                        buf.cast(),
+                        n,
+                        desc,
+                        fi_addr,
+                        addr,
+                        remote.key,
+                        ctx,
+                    )
+                }
+            })?,
+            Dir::Write => {
+                let iov = libc_iovec(buf, n);
+                let mut descs = [desc];
+                let rma = fi::fi_rma_iov {
+                    addr,
+                    len: n,
+                    key: remote.key,
+                };
+                let msg = fi::fi_msg_rma {
+                    msg_iov: &iov,
+                    desc: descs.as_mut_ptr(),
+                    iov_count: 1,
+                    addr: fi_addr,
+                    rma_iov: &rma,
+                    rma_iov_count: 1,
+                    context: ctx,
+                    data: 0,
+                };
+                post_retry(t, "fi_writemsg", target, ctx, || {
+                    // SAFETY: msg and what it points to live across the call;
+                    // the provider copies the descriptors.
+                    unsafe { fi::fi_writemsg(t.ep.as_ptr(), &msg, fi::FI_DELIVERY_COMPLETE) }
+                })?
+            }
+            Dir::Read => post_retry(t, "fi_read", target, ctx, || {
+                // SAFETY: as for fi_write.
+                unsafe {
+                    fi::fi_read(
+                        t.ep.as_ptr(),
+                        buf.cast(),
+                        n,
+                        desc,
+                        fi_addr,
+                        addr,
+                        remote.key,
+                        ctx,
+                    )
+                }
+            })?,
+        }
+        off += n;
+    }
+    Ok(())
+}
+
+fn libc_iovec(buf: *mut u8, len: usize) -> fi::iovec {
+    fi::iovec {
+        iov_base: buf.cast(),
+        iov_len: len,
+    }
+}
+
+/// Blocking put: returns when `data` may be reused.
+pub fn put_blocking(t: &OfiTransport, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    if t.props.ordered_raw && data.len() <= t.props.inject_size && !t.props.mr_local {
+        t.ensure_alive()?;
+        let fi_addr = t.peer(target)?;
+        // Injected data is copied by the provider before the call returns.
+        // There is no completion: visibility comes from the ordered flush read.
+        return post_retry(t, "fi_inject_write", target, std::ptr::null_mut(), || {
+            // SAFETY: live endpoint; data is valid for the call.
+            unsafe {
+                fi::fi_inject_write(
+                    t.ep.as_ptr(),
+                    data.as_ptr().cast(),
+                    data.len(),
+                    fi_addr,
+                    dst.addr,
+                    dst.key,
+                )
+            }
+        });
+    }
+    let done = Arc::new(Completion::new());
+    post(
+        t,
+        Dir::Write,
+        target,
+        data.as_ptr() as *mut u8,
+        data.len(),
+        dst,
+        &done,
+        None,
+    )?;
+    wait(t, &done, &|| {
+        format!("putting {} bytes to rank {target}", data.len())
+    })
+}
+
+/// Blocking get: returns when the data is in `buf`.
+pub fn get_blocking(
+    t: &OfiTransport,
+    target: usize,
+    buf: &mut [u8],
+    src: RemoteAddr,
+) -> Result<()> {
+    if buf.is_empty() {
+        return Ok(());
+    }
+    let done = Arc::new(Completion::new());
+    post(
+        t,
+        Dir::Read,
+        target,
+        buf.as_mut_ptr(),
+        buf.len(),
+        src,
+        &done,
+        None,
+    )?;
+    wait(t, &done, &|| {
+        format!("getting {} bytes from rank {target}", buf.len())
+    })
+}
+
+/// Non-blocking put from a buffer the transport holds.
+pub fn put_async(t: &OfiTransport, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()> {
+    post(
+        t,
+        Dir::Write,
+        target,
+        src.as_ptr(),
+        src.len(),
+        dst,
+        src.completion(),
+        src.group(),
+    )
+}
+
+/// Non-blocking get into a buffer the transport holds.
+pub fn get_async(t: &OfiTransport, target: usize, dst: &InFlight, src: RemoteAddr) -> Result<()> {
+    post(
+        t,
+        Dir::Read,
+        target,
+        dst.as_ptr(),
+        dst.len(),
+        src,
+        dst.completion(),
+        dst.group(),
+    )
+}
+
+/// Writes one word and waits until it is delivered at the target (used for
+/// synchronization flags, which must never sit in a send queue).
+pub fn put_signal(t: &OfiTransport, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
+    let word = value.to_ne_bytes();
+    let done = Arc::new(Completion::new());
+    if t.props.ordered_raw {
+        // Local completion, then an ordered read proves delivery.
+        post(
+            t,
+            Dir::Write,
+            target,
+            word.as_ptr() as *mut u8,
+            8,
+            dst,
+            &done,
+            None,
+        )?;
+        let mut probe = [0u8; 8];
+        post(
+            t,
+            Dir::Read,
+            target,
+            probe.as_mut_ptr(),
+            8,
+            dst,
+            &done,
+            None,
+        )?;
+        wait(t, &done, &|| format!("signalling rank {target}"))
+    } else {
+        post(
+            t,
+            Dir::Write,
+            target,
+            word.as_ptr() as *mut u8,
+            8,
+            dst,
+            &done,
+            None,
+        )?;
+        wait(t, &done, &|| format!("signalling rank {target}"))
+    }
+}

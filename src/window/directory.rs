@@ -1,0 +1,203 @@
+//! The control region each process registers once, and the window
+//! descriptors in it.
+//!
+//! Layout (all fields little-endian `u64`, the region is 8-byte aligned):
+//!
+//! | byte offset | content |
+//! |---|---|
+//! | 0 | magic `ONESIDE1` (also the target of ordered flush reads) |
+//! | 8 + 8·k, k < 64 | barrier flag of dissemination round k |
+//! | 520 + 64·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
+//!
+//! A descriptor is eight words: `window id` (0 = empty), `base`, `length in
+//! bytes`, `displacement unit`, `key`, `element type tag`, `check`, and one
+//! reserved word. `check` is the XOR of the first six words with a constant,
+//! so a torn or stale read is detected and retried. The owner writes `id` last
+//! when creating and clears it first when freeing.
+
+use crate::error::{Error, Result};
+use crate::transport::Memory;
+
+/// Magic value of word 0.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"ONESIDE1");
+/// Offset of the barrier flags.
+pub const BARRIER_OFFSET: usize = 8;
+/// Number of dissemination rounds supported (2^64 processes).
+pub const BARRIER_ROUNDS: usize = 64;
+/// Offset of the first descriptor.
+pub const DIR_OFFSET: usize = BARRIER_OFFSET + 8 * BARRIER_ROUNDS;
+/// Bytes per descriptor.
+pub const ENTRY_BYTES: usize = 64;
+const CHECK_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Bytes of a control region with `slots` descriptors.
+pub fn region_bytes(slots: usize) -> usize {
+    DIR_OFFSET + slots * ENTRY_BYTES
+}
+
+/// Byte offset of descriptor `slot`.
+pub fn entry_offset(slot: usize) -> usize {
+    DIR_OFFSET + slot * ENTRY_BYTES
+}
+
+/// What a peer needs to reach one window of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descriptor {
+    /// Collective window id (never 0).
+    pub id: u64,
+    /// Remote base address (virtual address or 0, as the provider wants).
+    pub base: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Displacement unit in bytes (the element size).
+    pub disp_unit: u64,
+    /// Remote key.
+    pub key: u64,
+    /// Element type tag (see `Element::TAG`).
+    pub tag: u64,
+}
+
+impl Descriptor {
+    fn check_word(&self) -> u64 {
+        self.id ^ self.base ^ self.len ^ self.disp_unit ^ self.key ^ self.tag ^ CHECK_SALT
+    }
+
+    /// Encodes into a descriptor's 64 bytes.
+    pub fn encode(&self) -> [u8; ENTRY_BYTES] {
+        let words = [
+            self.id,
+            self.base,
+            self.len,
+            self.disp_unit,
+            self.key,
+            self.tag,
+            self.check_word(),
+            0,
+        ];
+        let mut out = [0u8; ENTRY_BYTES];
+        for (i, w) in words.iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// Decodes and validates 64 bytes read from rank `peer`, expecting window
+    /// `id`. Every field is checked before anything uses it.
+    pub fn decode(bytes: &[u8; ENTRY_BYTES], peer: usize, id: u64) -> Result<Descriptor> {
+        let w = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(b)
+        };
+        let bad = |message: String| Error::Protocol {
+            peer: format!("rank {peer}"),
+            message,
+        };
+        let d = Descriptor {
+            id: w(0),
+            base: w(1),
+            len: w(2),
+            disp_unit: w(3),
+            key: w(4),
+            tag: w(5),
+        };
+        if d.id == 0 {
+            return Err(bad(format!(
+                "window {id} is not (or no longer) created there"
+            )));
+        }
+        if d.id != id {
+            return Err(bad(format!(
+                "directory slot holds window {} where window {id} was expected (windows created in a different order?)",
+                d.id
+            )));
+        }
+        if w(6) != d.check_word() {
+            return Err(bad(format!(
+                "descriptor of window {id} fails its check word (torn or corrupt)"
+            )));
+        }
+        if d.disp_unit == 0 || d.disp_unit > 16 || d.len % d.disp_unit != 0 {
+            return Err(bad(format!(
+                "descriptor of window {id}: displacement unit {} does not divide length {}",
+                d.disp_unit, d.len
+            )));
+        }
+        if d.base.checked_add(d.len).is_none() {
+            return Err(bad(format!(
+                "descriptor of window {id}: base + length overflows"
+            )));
+        }
+        Ok(d)
+    }
+}
+
+/// Publishes `d` in slot `slot` of our own control region (id word last).
+pub fn publish(ctrl: &Memory<'_>, slot: usize, d: &Descriptor) -> Result<()> {
+    let bytes = d.encode();
+    let off = entry_offset(slot);
+    ctrl.write(off + 8, &bytes[8..])?;
+    ctrl.store_u64(off, d.id)
+}
+
+/// Clears slot `slot` (id word first).
+pub fn retract(ctrl: &Memory<'_>, slot: usize) -> Result<()> {
+    let off = entry_offset(slot);
+    ctrl.store_u64(off, 0)?;
+    ctrl.write(off + 8, &[0u8; ENTRY_BYTES - 8])
+}
+
+/// Whether slot `slot` of our own region is free.
+pub fn slot_free(ctrl: &Memory<'_>, slot: usize) -> Result<bool> {
+    Ok(ctrl.load_u64(entry_offset(slot))? == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Descriptor {
+        Descriptor {
+            id: 7,
+            base: 0x7f00_0000_1000,
+            len: 4096,
+            disp_unit: 8,
+            key: 42,
+            tag: 3,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let d = sample();
+        assert_eq!(Descriptor::decode(&d.encode(), 1, 7).unwrap(), d);
+    }
+
+    #[test]
+    fn rejects_wrong_id_empty_and_corruption() {
+        let d = sample();
+        assert!(Descriptor::decode(&d.encode(), 1, 8).is_err());
+        assert!(Descriptor::decode(&[0u8; ENTRY_BYTES], 1, 7).is_err());
+        for byte in 8..56 {
+            let mut b = d.encode();
+            b[byte] ^= 0x10;
+            assert!(
+                Descriptor::decode(&b, 1, 7).is_err(),
+                "flip at byte {byte} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_bad_geometry() {
+        let mut d = sample();
+        d.len = 4097;
+        assert!(Descriptor::decode(&d.encode(), 1, 7).is_err());
+        d.len = 16;
+        d.disp_unit = 0;
+        assert!(Descriptor::decode(&d.encode(), 1, 7).is_err());
+        d.disp_unit = 8;
+        d.base = u64::MAX - 4;
+        assert!(Descriptor::decode(&d.encode(), 1, 7).is_err());
+    }
+}

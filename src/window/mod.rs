@@ -1,0 +1,14 @@
+//! Window metadata without O(P) state.
+//!
+//! Every process registers one small *control region* at start-up (see
+//! [`directory`]): a flush word, the barrier flags and a fixed array of
+//! window descriptors. It publishes the region's address and key once, next
+//! to its endpoint address, in the bootstrap key-value store ([`peers`]).
+//! An origin that first touches rank `r` fetches `r`'s card from the store,
+//! inserts `r` into the address vector, and reads the descriptor of the
+//! window it needs with one RMA read into a bounded LRU ([`rkey_cache`]).
+//! Peers never touched cost nothing. The protocol is in `docs/directory.md`.
+
+pub mod directory;
+pub mod peers;
+pub mod rkey_cache;
