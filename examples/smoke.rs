@@ -1,7 +1,7 @@
 use onesided::{Assert, Window, World};
 fn main() -> onesided::Result<()> {
     let world = World::init()?;
-    let win = Window::<u64>::allocate(&world, 16)?;
+    let mut win = Window::<u64>::allocate(&world, 16)?;
     assert!(win.put(0, 0, &[1]).is_err());
     win.lock_all()?;
     win.put(0, 3, &[7, 8])?;

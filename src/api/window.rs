@@ -126,12 +126,14 @@ impl<'a, T: Element> Window<'a, T> {
 
     /// Copies local window elements starting at `disp` into `out`.
     pub fn local_read(&self, disp: usize, out: &mut [T]) -> Result<()> {
+        self.alive("local_read")?;
         let off = self.local_range(disp, out.len())?;
         self.mem.read(off, bytemuck::cast_slice_mut(out))
     }
 
     /// Copies `data` into the local window at `disp`.
     pub fn local_write(&self, disp: usize, data: &[T]) -> Result<()> {
+        self.alive("local_write")?;
         let off = self.local_range(disp, data.len())?;
         self.mem.write(off, bytemuck::cast_slice(data))
     }
@@ -158,7 +160,19 @@ impl<'a, T: Element> Window<'a, T> {
 
     // ---- RMA ------------------------------------------------------------
 
+    fn alive(&self, op: &'static str) -> Result<()> {
+        if self.freed {
+            return Err(Error::Epoch {
+                window: self.id,
+                op,
+                state: "after the window was freed".into(),
+            });
+        }
+        Ok(())
+    }
+
     fn epoch(&self) -> Result<MutexGuard<'_, Epoch>> {
+        self.alive("synchronization")?;
         self.epoch
             .lock()
             .map_err(|_| Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id)))
@@ -445,8 +459,12 @@ impl<'a, T: Element> Window<'a, T> {
         Ok(())
     }
 
-    /// Frees the window (collective): waits until every process is done with it.
-    pub fn free(mut self) -> Result<()> {
+    /// Frees the window (collective): waits until every process is done with
+    /// it, then deregisters and releases the memory. Inside an epoch it
+    /// returns an error and the window stays usable; after a successful free
+    /// every operation on the window returns an error.
+    pub fn free(&mut self) -> Result<()> {
+        self.alive("free")?;
         self.epoch()?.free(self.id)?;
         self.complete_all()?;
         self.world.barrier()?;
