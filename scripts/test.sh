@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what is missing (scripts/setup.sh), builds every target of the
+# workspace and runs all its tests (debug profile).
+#
+# Extra arguments are passed to `cargo test`, e.g.
+#     scripts/test.sh device_count        # a test-name filter
+#     scripts/test.sh -- --nocapture
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/setup.sh
+
+cargo build --workspace --all-targets
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+status=0
+cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+
+echo
+echo "==================== cargo test summary ===================="
+grep -E '^ *(Running|Doc-tests) |^test result:' "$log" || echo "(no test result lines: see the output above)"
+echo "============================================================"
+exit "$status"

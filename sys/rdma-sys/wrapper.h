@@ -1,0 +1,2 @@
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
