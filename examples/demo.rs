@@ -29,7 +29,10 @@ fn main() -> onesided::Result<()> {
     let mut back = vec![0u64; N];
     win.get(right, 0, &mut back)?;
     win.unlock_all()?;
-    assert_eq!(back, block, "rank {rank}: read-back from rank {right} differs");
+    assert_eq!(
+        back, block,
+        "rank {rank}: read-back from rank {right} differs"
+    );
 
     // Active target: fence, put to the left, fence; check what arrived.
     win.fence(Assert::NOPRECEDE)?;
@@ -38,7 +41,10 @@ fn main() -> onesided::Result<()> {
     win.fence(Assert::NOSUCCEED)?;
     let got = win.local_to_vec()?;
     let bad = (0..N).filter(|&i| got[i] != value(right, i, 2)).count();
-    assert_eq!(bad, 0, "rank {rank}: {bad} elements from rank {right} are wrong");
+    assert_eq!(
+        bad, 0,
+        "rank {rank}: {bad} elements from rank {right} are wrong"
+    );
 
     let bytes = 2 * N * 8;
     win.free()?;
