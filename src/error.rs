@@ -50,7 +50,11 @@ pub enum Error {
 
     /// A rank outside `0..size`.
     #[error("window {window}: rank {rank} is not in the job (size {size})")]
-    InvalidRank { window: u64, rank: usize, size: usize },
+    InvalidRank {
+        window: u64,
+        rank: usize,
+        size: usize,
+    },
 
     /// A call that is not allowed in the current synchronization epoch.
     #[error("window {window}: {op} is not allowed {state}")]

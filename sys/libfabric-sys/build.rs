@@ -22,7 +22,9 @@ impl ParseCallbacks for MacroTypes {
         }
         let is_errno = name.starts_with("FI_E")
             && name.len() > 4
-            && name[4..].chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            && name[4..]
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
             && !name.starts_with("FI_EP_")
             && !name.starts_with("FI_EVENT")
             && !name.starts_with("FI_ENDPOINT");
@@ -80,7 +82,10 @@ fn main() {
         cc.include(inc);
     }
     // The generated file includes the header by its path; make it find ours.
-    cc.flag(format!("-include{}", env::current_dir().expect("cwd").join("wrapper.h").display()));
+    cc.flag(format!(
+        "-include{}",
+        env::current_dir().expect("cwd").join("wrapper.h").display()
+    ));
     cc.compile("libfabric_static_wrappers");
     println!("cargo:rerun-if-changed=wrapper.h");
 }

@@ -57,7 +57,14 @@ mod tests {
             let hints = fi_allocinfo();
             assert!(!hints.is_null());
             let mut info: *mut fi_info = std::ptr::null_mut();
-            let rc = fi_getinfo(fi_version_of(1, 10), std::ptr::null(), std::ptr::null(), 0, hints, &mut info);
+            let rc = fi_getinfo(
+                fi_version_of(1, 10),
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                hints,
+                &mut info,
+            );
             fi_freeinfo(hints);
             assert_eq!(rc, 0, "fi_getinfo failed: {rc}");
             assert!(!info.is_null());
