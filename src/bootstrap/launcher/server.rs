@@ -47,8 +47,10 @@ struct State {
     kvs: HashMap<String, String>,
     pending: Vec<HashMap<String, String>>,
     puts: Vec<usize>,
-    kvs_conn: Vec<bool>,
-    lifeline: Vec<bool>,
+    /// Id of the live connection of each kind per rank.
+    kvs_conn: Vec<Option<u64>>,
+    lifeline: Vec<Option<u64>>,
+    next_id: u64,
     arrived: Vec<bool>,
     count: usize,
     generation: u64,
@@ -68,8 +70,8 @@ impl Server {
         let state = State {
             pending: vec![HashMap::new(); size],
             puts: vec![0; size],
-            kvs_conn: vec![false; size],
-            lifeline: vec![false; size],
+            kvs_conn: vec![None; size],
+            lifeline: vec![None; size],
             arrived: vec![false; size],
             ..State::default()
         };
@@ -169,8 +171,8 @@ fn handle(shared: &Shared, stream: UnixStream) {
             return;
         }
     };
-    let rank = match authenticate(shared, &first, kind) {
-        Ok(rank) => rank,
+    let (rank, id) = match authenticate(shared, &first, kind) {
+        Ok(r) => r,
         Err(msg) => {
             tracing::debug!("onesided-run: refused a connection: {msg}");
             send(&mut w, answer, &[("rc", "-1"), ("msg", &msg)]);
@@ -186,7 +188,7 @@ fn handle(shared: &Shared, stream: UnixStream) {
                     && send(&mut w, "set", &[("rank", &rank_s)])
                     && send(&mut w, "set", &[("debug", "0")]);
                 if ok {
-                    serve_kvs(shared, rank, &mut r, &mut w);
+                    serve_kvs(shared, rank, id, &mut r, &mut w);
                 }
             }
             Kind::Lifeline => {
@@ -197,15 +199,24 @@ fn handle(shared: &Shared, stream: UnixStream) {
             }
         }
     }
+    release(shared, kind, rank, id);
+}
+
+/// Frees the rank's slot if connection `id` still holds it.
+fn release(shared: &Shared, kind: Kind, rank: usize, id: u64) {
     let mut st = shared.lock();
-    match kind {
-        Kind::Kvs => st.kvs_conn[rank] = false,
-        Kind::Lifeline => st.lifeline[rank] = false,
+    let slot = match kind {
+        Kind::Kvs => &mut st.kvs_conn[rank],
+        Kind::Lifeline => &mut st.lifeline[rank],
+    };
+    if *slot == Some(id) {
+        *slot = None;
     }
 }
 
-/// Checks token and rank of the first line and registers the connection.
-fn authenticate(shared: &Shared, m: &Message, kind: Kind) -> Result<usize, String> {
+/// Checks token and rank of the first line and registers the connection;
+/// returns the rank and the connection's id.
+fn authenticate(shared: &Shared, m: &Message, kind: Kind) -> Result<(usize, u64), String> {
     let token = m.require("token")?;
     if !constant_time_eq(token.as_bytes(), shared.token.as_bytes()) {
         return Err("wrong job token".into());
@@ -215,15 +226,17 @@ fn authenticate(shared: &Shared, m: &Message, kind: Kind) -> Result<usize, Strin
         return Err(format!("pmiid {rank} is not in 0..{}", shared.size));
     }
     let mut st = shared.lock();
+    st.next_id += 1;
+    let id = st.next_id;
     let slot = match kind {
         Kind::Kvs => &mut st.kvs_conn[rank],
         Kind::Lifeline => &mut st.lifeline[rank],
     };
-    if *slot {
+    if slot.is_some() {
         return Err(format!("rank {rank} is already connected"));
     }
-    *slot = true;
-    Ok(rank)
+    *slot = Some(id);
+    Ok((rank, id))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -231,7 +244,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The PMI-1 conversation of one authenticated rank.
-fn serve_kvs(shared: &Shared, rank: usize, r: &mut BufReader<UnixStream>, w: &mut UnixStream) {
+fn serve_kvs(
+    shared: &Shared,
+    rank: usize,
+    id: u64,
+    r: &mut BufReader<UnixStream>,
+    w: &mut UnixStream,
+) {
     while let Some(m) = next(r, w) {
         if let Some(kvs) = m.get("kvsname") {
             if kvs != shared.kvsname {
@@ -287,6 +306,9 @@ fn serve_kvs(shared: &Shared, rank: usize, r: &mut BufReader<UnixStream>, w: &mu
                 send(w, "barrier_out", &[])
             }
             "finalize" => {
+                // Free the slot before answering, so that the rank may join
+                // again (a second `init`) as soon as it has the answer.
+                release(shared, Kind::Kvs, rank, id);
                 send(w, "finalize_ack", &[]);
                 return;
             }
