@@ -352,3 +352,32 @@ fn output_is_prefixed() {
         assert!(ok, "line without rank prefix: {line:?}");
     }
 }
+
+// `--timeout` ends a job that would never finish, and says so.
+#[test]
+fn launcher_timeout_ends_the_job() {
+    let name = test_name(module_path!(), "launcher_timeout_ends_the_job");
+    if is_child(&name) {
+        let _boot = bootstrap::init().unwrap();
+        println!("pid={}", std::process::id());
+        loop {
+            std::thread::park();
+        }
+    }
+    let cmd = onesided_run_command(&name, 2, &["--timeout", "1"]);
+    let out = run_with_limit(cmd, common::job_timeout());
+    let status = out
+        .status
+        .unwrap_or_else(|| panic!("launcher ignored --timeout\n{}", out.tail(40)));
+    assert_eq!(
+        status.code(),
+        Some(launcher::TIMEOUT_EXIT_CODE),
+        "{}",
+        out.tail(40)
+    );
+    assert!(out.stderr.contains("timeout after 1 s"), "{}", out.tail(40));
+    let pids = pids(&out.stdout);
+    assert_eq!(pids.len(), 2, "{}", out.tail(40));
+    let alive = wait_gone(&pids, Duration::from_secs(10));
+    assert!(alive.is_empty(), "ranks still alive: {alive:?}");
+}

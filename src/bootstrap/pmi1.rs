@@ -190,8 +190,16 @@ impl Pmi1 {
             .map_err(|_| Error::bootstrap(self.via, "connection lock poisoned by a panic"))
     }
 
-    /// One request/answer under the lock; any failure drops the connection.
-    fn call(&self, cmd: &str, fields: &[(&str, &str)], answer: &str) -> Result<Message> {
+    /// One request/answer under the lock, the answer checked by `validate`.
+    /// An I/O error or an [`Error::Protocol`] (from the framing or from
+    /// `validate`) drops the connection; other errors (key not found) do not.
+    fn call<T>(
+        &self,
+        cmd: &str,
+        fields: &[(&str, &str)],
+        answer: &str,
+        validate: impl FnOnce(&Message) -> Result<T>,
+    ) -> Result<T> {
         let mut guard = self.lock()?;
         let c = guard.as_mut().ok_or_else(|| {
             Error::bootstrap(
@@ -199,8 +207,8 @@ impl Pmi1 {
                 "connection closed (finalized or broken by an earlier error)",
             )
         })?;
-        let r = transact(c, self.via, cmd, fields, answer);
-        if r.is_err() {
+        let r = transact(c, self.via, cmd, fields, answer).and_then(|m| validate(&m));
+        if matches!(r, Err(Error::Io { .. } | Error::Protocol { .. })) {
             *guard = None;
         }
         r
@@ -223,47 +231,43 @@ impl Bootstrap for Pmi1 {
             ("key", key),
             ("value", value),
         ];
-        let m = self.call("put", &fields, "put_result")?;
-        if m.get("rc").is_none() {
-            return Err(proto(self.via, "cmd=put_result lacks field 'rc'".into()));
-        }
-        m.check_rc()
-            .map_err(|e| Error::bootstrap(self.via, format!("put of key '{key}': {e}")))
+        self.call("put", &fields, "put_result", |m| {
+            check(self.via, m.require("rc"))?;
+            m.check_rc()
+                .map_err(|e| Error::bootstrap(self.via, format!("put of key '{key}': {e}")))
+        })
     }
     fn barrier(&self) -> Result<()> {
-        let m = self.call("barrier_in", &[], "barrier_out")?;
-        check(self.via, m.check_rc())
+        self.call("barrier_in", &[], "barrier_out", |m| {
+            check(self.via, m.check_rc())
+        })
     }
     fn get(&self, key: &str) -> Result<String> {
         wire::validate_key(key, self.key_max)
             .map_err(|m| Error::InvalidArgument(format!("bootstrap get: {m}")))?;
-        let m = self.call(
-            "get",
-            &[("kvsname", &self.kvsname), ("key", key)],
-            "get_result",
-        )?;
-        let rc = check(self.via, m.require("rc"))?;
-        if rc != "0" {
-            return Err(Error::bootstrap(
-                self.via,
-                format!(
-                    "key '{key}' not found (rc={} msg={})",
-                    wire::shorten(rc),
-                    wire::shorten(m.get("msg").unwrap_or("(none)"))
-                ),
-            ));
-        }
-        let value = check(self.via, m.require("value"))?;
-        if value.len() > self.value_max.max(MAX_VALUE_LEN) {
-            return Err(proto(
-                self.via,
-                format!(
-                    "field 'value' for key '{key}' is {} characters",
-                    value.len()
-                ),
-            ));
-        }
-        Ok(value.to_string())
+        let fields = [("kvsname", self.kvsname.as_str()), ("key", key)];
+        self.call("get", &fields, "get_result", |m| {
+            let rc = check(self.via, m.require("rc"))?;
+            if rc != "0" {
+                return Err(Error::bootstrap(
+                    self.via,
+                    format!(
+                        "key '{key}' not found (rc={} msg={})",
+                        wire::shorten(rc),
+                        wire::shorten(m.get("msg").unwrap_or("(none)"))
+                    ),
+                ));
+            }
+            let value = check(self.via, m.require("value"))?;
+            if value.len() > MAX_VALUE_LEN {
+                let n = value.len();
+                return Err(proto(
+                    self.via,
+                    format!("field 'value' of key '{key}' is {n} characters"),
+                ));
+            }
+            Ok(value.to_string())
+        })
     }
     fn name(&self) -> &'static str {
         self.via
@@ -386,3 +390,6 @@ pub(crate) fn env_number<T: std::str::FromStr>(var: &'static str) -> Result<T> {
         message: "not a valid number".into(),
     })
 }
+
+#[cfg(test)]
+mod tests;
