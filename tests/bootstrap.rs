@@ -135,8 +135,13 @@ fn ranks_exit_when_launcher_is_killed() {
             std::thread::park(); // only the lifeline can end us
         }
     }
+    // A launcher killed by SIGKILL leaves its socket directory behind: give it
+    // a TMPDIR of our own and remove that at the end.
+    let tmp = std::env::temp_dir().join(format!("onesided-test-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
     let mut cmd = onesided_run_command(&name, 2, &[]);
-    cmd.stdout(std::process::Stdio::piped())
+    cmd.env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     let mut launcher = cmd.spawn().unwrap();
     let stdout = launcher.stdout.take().unwrap();
@@ -164,6 +169,7 @@ fn ranks_exit_when_launcher_is_killed() {
     launcher.kill().unwrap(); // SIGKILL
     launcher.wait().unwrap();
     let alive = wait_gone(&found, Duration::from_secs(20));
+    let _ = std::fs::remove_dir_all(&tmp);
     assert!(alive.is_empty(), "ranks survived their launcher: {alive:?}");
 }
 

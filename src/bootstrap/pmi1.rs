@@ -29,8 +29,8 @@
 //! so [`Bootstrap::get`] may be called from any thread (a `get` waits while
 //! another thread is inside [`Bootstrap::barrier`]).
 //!
-//! This is one implementation of [`Bootstrap`]; PMI-2 (`PMI2_*` variables,
-//! `cmd=fullinit` with length-prefixed commands) or PMIx would be siblings
+//! This is one implementation of [`Bootstrap`]; PMI-2 (also `PMI_FD`, with
+//! length-prefixed `cmd=fullinit;...` commands) or PMIx would be siblings
 //! selected by [`super::init`], reusing nothing but the trait.
 
 use std::io::{BufReader, Write};

@@ -17,7 +17,9 @@
 //! job's launcher with `ONESIDED_TEST_CHILD=<name>`; in the child, the same
 //! `#[test]` sees that variable and runs the body instead. Children also get
 //! `ONESIDED_PROVIDER`, `ONESIDED_TEST_LAUNCHER` (`onesided-run`/`hydra`) and
-//! `ONESIDED_TEST_RANKS`.
+//! `ONESIDED_TEST_RANKS`, and `ONESIDED_TEST_DONE_DIR`, where each rank that
+//! finished the body leaves a file ([`child_done`]); `run_jobs` fails a job
+//! with fewer files than ranks (a misspelt name runs zero tests and "passes").
 //!
 //! Knobs: `ONESIDED_TEST_PROVIDERS` (default `tcp,shm,sockets`),
 //! `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`),
@@ -377,9 +379,16 @@ pub fn run_jobs(name: &str, jobs: &[Job]) {
     );
     let limit = job_timeout();
     for job in jobs {
-        let out = run_with_limit(job_command(name, job), limit);
-        // A misspelt name makes every rank run zero tests and succeed.
-        let ran = out.stdout.matches("test result: ok. 1 passed").count();
+        // Each rank that finished the body leaves a file here (see
+        // `child_done`): a misspelt name would make every rank run zero
+        // tests and succeed. (Output cannot tell: Hydra interleaves ranks'
+        // output inside lines.)
+        let done_dir = unique_dir("done");
+        let mut cmd = job_command(name, job);
+        cmd.env(DONE_DIR, &done_dir);
+        let out = run_with_limit(cmd, limit);
+        let ran = std::fs::read_dir(&done_dir).map(|d| d.count()).unwrap_or(0);
+        let _ = std::fs::remove_dir_all(&done_dir);
         let verdict = match out.status {
             Some(s) if s.success() && ran == job.ranks => "ok".to_string(),
             Some(s) if s.success() => format!(
@@ -396,6 +405,28 @@ pub fn run_jobs(name: &str, jobs: &[Job]) {
         if verdict != "ok" {
             panic!("{name}: job `{job}` {verdict}\n{}", out.tail(40));
         }
+    }
+}
+
+const DONE_DIR: &str = "ONESIDED_TEST_DONE_DIR";
+
+/// A new empty directory under the temporary directory.
+pub fn unique_dir(what: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("onesided-{what}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    dir
+}
+
+/// Child side: records that this rank ran the body to its end (the
+/// `spmd_test!` macro calls it; a hand-written child of `run_jobs` must too).
+pub fn child_done() {
+    if let Some(dir) = std::env::var_os(DONE_DIR) {
+        let path = PathBuf::from(dir).join(std::process::id().to_string());
+        std::fs::write(&path, b"").unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     }
 }
 
@@ -435,6 +466,7 @@ macro_rules! spmd_test {
             if $crate::common::is_child(&name) {
                 let body = $body;
                 body();
+                $crate::common::child_done();
             } else {
                 $crate::common::run_jobs(&name, &$jobs);
             }

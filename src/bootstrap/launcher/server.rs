@@ -66,7 +66,7 @@ impl Server {
     /// Listens on `path` for a job of `size` ranks protected by `token`.
     pub fn bind(path: &Path, size: usize, token: String) -> Result<Self> {
         let listener = UnixListener::bind(path)
-            .map_err(|e| Error::io(format!("onesided-run: listening on {}", path.display()), e))?;
+            .map_err(|e| Error::io(format!("listening on {}", path.display()), e))?;
         let state = State {
             pending: vec![HashMap::new(); size],
             puts: vec![0; size],
@@ -92,7 +92,7 @@ impl Server {
             .name("onesided-run-accept".into())
             .spawn(move || self.accept_loop())
             .map(|_| ())
-            .map_err(|e| Error::io("onesided-run: starting the server thread", e))
+            .map_err(|e| Error::io("starting the server thread", e))
     }
 
     fn accept_loop(self) {

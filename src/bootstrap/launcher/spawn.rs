@@ -113,7 +113,7 @@ fn start(job: &JobSpec<'_>, rank: usize) -> Result<Child> {
     }
     let child = cmd
         .spawn()
-        .map_err(|e| Error::io(format!("onesided-run: starting rank {rank} ({program})"), e))?;
+        .map_err(|e| Error::io(format!("starting rank {rank} ({program})"), e))?;
     tracing::debug!(rank, pid = child.id(), "onesided-run: started");
     Ok(child)
 }
