@@ -1,0 +1,478 @@
+//! Multi-process test harness: the test binary re-invokes itself as the rank
+//! program under a launcher.
+//!
+//! ```ignore
+//! #[macro_use]
+//! mod common;
+//!
+//! spmd_test!(put_then_get, &[2, 4], || {
+//!     let boot = onesided::bootstrap::init().unwrap();
+//!     // ... runs in every rank, for every job of common::matrix(&[2, 4])
+//! });
+//! spmd_test!(one_provider, jobs = common::matrix_one_provider(&[2]), || { /* ... */ });
+//! ```
+//!
+//! In the parent (`cargo test`), the generated `#[test]` runs
+//! `<this test exe> <name> --exact --nocapture --test-threads=1` under each
+//! job's launcher with `ONESIDED_TEST_CHILD=<name>`; in the child, the same
+//! `#[test]` sees that variable and runs the body instead. Children also get
+//! `ONESIDED_PROVIDER`, `ONESIDED_TEST_LAUNCHER` (`onesided-run`/`hydra`) and
+//! `ONESIDED_TEST_RANKS`, and `ONESIDED_TEST_DONE_DIR`, where each rank that
+//! finished the body leaves a file ([`child_done`]); `run_jobs` fails a job
+//! with fewer files than ranks (a misspelt name runs zero tests and "passes").
+//!
+//! Knobs: `ONESIDED_TEST_PROVIDERS` (default `tcp,shm,sockets`),
+//! `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`),
+//! `ONESIDED_TEST_TIMEOUT` (seconds per job, default 120), `ONESIDED_HYDRA`
+//! (path of `mpiexec.hydra`, default: looked up in `PATH`).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+/// How the ranks of a job are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    /// Our `onesided-run`.
+    OnesidedRun,
+    /// MPICH's `mpiexec.hydra` (PMI-1 over `PMI_FD`).
+    Hydra,
+}
+
+impl Launcher {
+    /// The name used in `ONESIDED_TEST_LAUNCHERS` and `ONESIDED_TEST_LAUNCHER`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Launcher::OnesidedRun => "onesided-run",
+            Launcher::Hydra => "hydra",
+        }
+    }
+
+    /// What `Bootstrap::name()` reports in a rank started by this launcher.
+    pub fn bootstrap_name(self) -> &'static str {
+        match self {
+            Launcher::OnesidedRun => "onesided-run",
+            Launcher::Hydra => "pmi1",
+        }
+    }
+}
+
+/// One run of a test: a launcher, a number of ranks, a provider.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub launcher: Launcher,
+    pub ranks: usize,
+    pub provider: String,
+}
+
+impl std::fmt::Display for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} -n {} provider={}",
+            self.launcher.name(),
+            self.ranks,
+            self.provider
+        )
+    }
+}
+
+fn list_env(var: &str, default: &str) -> Vec<String> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.to_string())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Providers of `ONESIDED_TEST_PROVIDERS` (default `tcp,shm,sockets`).
+pub fn providers() -> Vec<String> {
+    list_env("ONESIDED_TEST_PROVIDERS", "tcp,shm,sockets")
+}
+
+/// Launchers of `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`),
+/// without Hydra if `mpiexec.hydra` is missing (reported once, loudly).
+pub fn launchers() -> Vec<Launcher> {
+    let mut out = Vec::new();
+    for name in list_env("ONESIDED_TEST_LAUNCHERS", "onesided-run,hydra") {
+        match name.as_str() {
+            "onesided-run" => out.push(Launcher::OnesidedRun),
+            "hydra" if hydra_path().is_some() => out.push(Launcher::Hydra),
+            "hydra" => {
+                static SKIP: Once = Once::new();
+                SKIP.call_once(|| {
+                    say("SKIP: mpiexec.hydra not found (PATH or ONESIDED_HYDRA); Hydra/PMI-1 jobs are NOT tested");
+                });
+            }
+            other => panic!("ONESIDED_TEST_LAUNCHERS: unknown launcher '{other}'"),
+        }
+    }
+    out
+}
+
+/// Every provider x every launcher x `ranks`.
+pub fn matrix(ranks: &[usize]) -> Vec<Job> {
+    matrix_for(&providers(), ranks)
+}
+
+/// Every launcher x `ranks`, with only the first provider (for tests the
+/// provider does not matter to).
+pub fn matrix_one_provider(ranks: &[usize]) -> Vec<Job> {
+    let first: Vec<String> = providers().into_iter().take(1).collect();
+    matrix_for(&first, ranks)
+}
+
+fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
+    let launchers = launchers();
+    let mut jobs = Vec::new();
+    for provider in providers {
+        for &launcher in &launchers {
+            for &n in ranks {
+                jobs.push(Job {
+                    launcher,
+                    ranks: n,
+                    provider: provider.clone(),
+                });
+            }
+        }
+    }
+    jobs
+}
+
+/// True inside a rank started by the harness for test `name`.
+pub fn is_child(name: &str) -> bool {
+    std::env::var("ONESIDED_TEST_CHILD").is_ok_and(|v| v == name)
+}
+
+/// The libtest name of test fn `f` declared in `module` (as `module_path!()`
+/// gives it: the crate name, then the module path).
+pub fn test_name(module: &str, f: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{f}"),
+        None => f.to_string(),
+    }
+}
+
+/// `mpiexec.hydra`: `ONESIDED_HYDRA`, else the first in `PATH`.
+pub fn hydra_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ONESIDED_HYDRA") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("mpiexec.hydra"))
+        .find(|p| p.is_file())
+}
+
+/// Path of our launcher binary.
+pub fn onesided_run() -> &'static str {
+    env!("CARGO_BIN_EXE_onesided-run")
+}
+
+/// Wall-clock limit per job (`ONESIDED_TEST_TIMEOUT`, default 120 s).
+pub fn job_timeout() -> Duration {
+    let secs = std::env::var("ONESIDED_TEST_TIMEOUT")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(120);
+    Duration::from_secs(secs)
+}
+
+/// Variables of an enclosing launcher, which must not leak into a job.
+const LAUNCH_VARS: &[&str] = &[
+    "ONESIDED_LAUNCHER_ADDR",
+    "ONESIDED_JOB_TOKEN",
+    "ONESIDED_RANK",
+    "ONESIDED_SIZE",
+    "PMI_FD",
+    "PMI_PORT",
+    "PMI_ID",
+    "PMI_RANK",
+    "PMI_SIZE",
+];
+
+/// Arguments that make the test binary run exactly test `name`.
+pub fn child_args(name: &str) -> Vec<String> {
+    [name, "--exact", "--nocapture", "--test-threads=1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The test binary itself, set up to run test `name` as a child, without
+/// any launcher variables (so, alone, it is a singleton).
+pub fn child_command(name: &str) -> Command {
+    let exe = std::env::current_exe().expect("current test executable");
+    let mut cmd = Command::new(exe);
+    cmd.args(child_args(name)).env("ONESIDED_TEST_CHILD", name);
+    for v in LAUNCH_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// `onesided-run -n <ranks> [extra launcher args] <test exe> <child args>`.
+pub fn onesided_run_command(name: &str, ranks: usize, launcher_args: &[&str]) -> Command {
+    let exe = std::env::current_exe().expect("current test executable");
+    let mut cmd = Command::new(onesided_run());
+    cmd.arg("-n")
+        .arg(ranks.to_string())
+        .args(launcher_args)
+        .arg(exe);
+    cmd.args(child_args(name)).env("ONESIDED_TEST_CHILD", name);
+    for v in LAUNCH_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env("ONESIDED_TEST_LAUNCHER", "onesided-run")
+        .env("ONESIDED_TEST_RANKS", ranks.to_string());
+    cmd
+}
+
+/// The launcher command of `job` for test `name`.
+pub fn job_command(name: &str, job: &Job) -> Command {
+    let mut cmd = match job.launcher {
+        Launcher::OnesidedRun => {
+            onesided_run_command(name, job.ranks, &["--provider", &job.provider])
+        }
+        Launcher::Hydra => {
+            let exe = std::env::current_exe().expect("current test executable");
+            let hydra = hydra_path().expect("mpiexec.hydra (checked by launchers())");
+            let mut cmd = Command::new(hydra);
+            cmd.args(["-launcher", "fork", "-n"])
+                .arg(job.ranks.to_string())
+                .arg(exe)
+                .args(child_args(name))
+                .env("ONESIDED_TEST_CHILD", name);
+            for v in LAUNCH_VARS {
+                cmd.env_remove(v);
+            }
+            cmd
+        }
+    };
+    cmd.env("ONESIDED_PROVIDER", &job.provider)
+        .env("ONESIDED_TEST_LAUNCHER", job.launcher.name())
+        .env("ONESIDED_TEST_RANKS", job.ranks.to_string());
+    cmd
+}
+
+/// What a finished (or timed-out) command left.
+#[derive(Debug)]
+pub struct Output {
+    /// `None` if it was killed for exceeding its time.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    /// Last `n` lines of each stream, for failure messages.
+    pub fn tail(&self, n: usize) -> String {
+        let tail = |s: &str| {
+            let lines: Vec<&str> = s.lines().collect();
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        };
+        format!(
+            "--- stdout (last {n} lines) ---\n{}\n--- stderr (last {n} lines) ---\n{}",
+            tail(&self.stdout),
+            tail(&self.stderr)
+        )
+    }
+}
+
+/// Starts a thread collecting `pipe` into a shared buffer; `done` fires at EOF.
+fn collect(mut pipe: impl Read + Send + 'static, done: mpsc::Sender<()>) -> Arc<Mutex<Vec<u8>>> {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let b = Arc::clone(&buf);
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            b.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+        let _ = done.send(());
+    });
+    buf
+}
+
+/// Runs `cmd` with captured output and a wall-clock `limit`. On timeout the
+/// process gets SIGTERM (Hydra then ends its ranks; `onesided-run`'s ranks
+/// follow through the lifeline), SIGKILL 5 s later.
+pub fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
+    let start = Instant::now();
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let (tx, rx) = mpsc::channel();
+    let out = collect(child.stdout.take().expect("piped stdout"), tx.clone());
+    let err = collect(child.stderr.take().expect("piped stderr"), tx);
+    let status = wait_until(&mut child, start + limit);
+    if status.is_none() {
+        stop(&mut child);
+    }
+    // Ranks may still hold the pipes for a moment after a kill.
+    let drain_until = Instant::now() + Duration::from_secs(10);
+    for _ in 0..2 {
+        if rx
+            .recv_timeout(drain_until.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let text = |b: &Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+    Output {
+        status,
+        stdout: text(&out),
+        stderr: text(&err),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Polls `child` until it exits or `deadline` passes.
+pub fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            return Some(s);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM, then SIGKILL after 5 s.
+pub fn stop(child: &mut Child) {
+    use nix::sys::signal::{kill, Signal};
+    let _ = kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGTERM,
+    );
+    if wait_until(child, Instant::now() + Duration::from_secs(5)).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Writes one line to the real stderr, bypassing libtest's capture, so that
+/// one line per job shows even for passing tests.
+pub fn say(line: &str) {
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
+/// Parent side: runs test `name` under every job; panics on the first failure
+/// with the job and the tail of its output.
+pub fn run_jobs(name: &str, jobs: &[Job]) {
+    assert!(
+        !jobs.is_empty(),
+        "{name}: no jobs to run (check ONESIDED_TEST_LAUNCHERS)"
+    );
+    let limit = job_timeout();
+    for job in jobs {
+        // Each rank that finished the body leaves a file here (see
+        // `child_done`): a misspelt name would make every rank run zero
+        // tests and succeed. (Output cannot tell: Hydra interleaves ranks'
+        // output inside lines.)
+        let done_dir = unique_dir("done");
+        let mut cmd = job_command(name, job);
+        cmd.env(DONE_DIR, &done_dir);
+        let out = run_with_limit(cmd, limit);
+        let ran = std::fs::read_dir(&done_dir).map(|d| d.count()).unwrap_or(0);
+        let _ = std::fs::remove_dir_all(&done_dir);
+        let verdict = match out.status {
+            Some(s) if s.success() && ran == job.ranks => "ok".to_string(),
+            Some(s) if s.success() => format!(
+                "FAILED ({ran} of {} ranks ran test '{name}'; is the name right?)",
+                job.ranks
+            ),
+            Some(s) => format!("FAILED ({s})"),
+            None => format!("TIMED OUT after {} s", limit.as_secs()),
+        };
+        say(&format!(
+            "[harness] {name}: {job}: {verdict} in {:.2} s",
+            out.elapsed.as_secs_f64()
+        ));
+        if verdict != "ok" {
+            panic!("{name}: job `{job}` {verdict}\n{}", out.tail(40));
+        }
+    }
+}
+
+const DONE_DIR: &str = "ONESIDED_TEST_DONE_DIR";
+
+/// A new empty directory under the temporary directory.
+pub fn unique_dir(what: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("onesided-{what}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    dir
+}
+
+/// Child side: records that this rank ran the body to its end (the
+/// `spmd_test!` macro calls it; a hand-written child of `run_jobs` must too).
+pub fn child_done() {
+    if let Some(dir) = std::env::var_os(DONE_DIR) {
+        let path = PathBuf::from(dir).join(std::process::id().to_string());
+        std::fs::write(&path, b"").unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => !matches!(
+            stat.rsplit_once(") ").map(|(_, r)| r.chars().next()),
+            Some(Some('Z' | 'X'))
+        ),
+        Err(_) => false,
+    }
+}
+
+/// Polls until none of `pids` is alive or `limit` passes; returns those alive.
+pub fn wait_gone(pids: &[u32], limit: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let alive: Vec<u32> = pids.iter().copied().filter(|&p| pid_alive(p)).collect();
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Declares an SPMD test: in the parent a `#[test]` running every job, in a
+/// child the body. `spmd_test!(name, &[2, 4], || { .. })` uses
+/// [`matrix`]; `spmd_test!(name, jobs = <Vec<Job>>, || { .. })` any jobs.
+#[macro_export]
+macro_rules! spmd_test {
+    ($name:ident, jobs = $jobs:expr, $body:expr) => {
+        #[test]
+        fn $name() {
+            let name = $crate::common::test_name(module_path!(), stringify!($name));
+            if $crate::common::is_child(&name) {
+                let body = $body;
+                body();
+                $crate::common::child_done();
+            } else {
+                $crate::common::run_jobs(&name, &$jobs);
+            }
+        }
+    };
+    ($name:ident, $ranks:expr, $body:expr) => {
+        $crate::spmd_test!($name, jobs = $crate::common::matrix($ranks), $body);
+    };
+}
