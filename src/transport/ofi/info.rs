@@ -94,7 +94,7 @@ impl InfoList {
                 &mut out,
             )
         };
-        if rc == -(fi::FI_ENODATA as i32) {
+        if rc == -fi::FI_ENODATA {
             return Err(Error::NoProvider(
                 "fi_getinfo found no RDM provider with RMA (is libfabric installed with its providers? run onesided-info)".into(),
             ));

@@ -116,18 +116,30 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
     done.check(what)
 }
 
+/// The trackers an operation counts on: its own and, optionally, a group's
+/// (the window's, so that a flush covers request-based operations).
+struct Trackers<'a> {
+    done: &'a Arc<Completion>,
+    group: Option<&'a Arc<Completion>>,
+}
+
+impl<'a> Trackers<'a> {
+    fn own(done: &'a Arc<Completion>) -> Self {
+        Trackers { done, group: None }
+    }
+}
+
 /// Posts one read or write of `len` bytes at `local` (kept alive by the
 /// caller until `done` counts it), in chunks of at most `max_msg_size`.
 fn post(
     t: &OfiTransport,
     dir: Dir,
     target: usize,
-    local: *mut u8,
-    len: usize,
+    (local, len): (*mut u8, usize),
     remote: RemoteAddr,
-    done: &Arc<Completion>,
-    group: Option<&Arc<Completion>>,
+    trackers: Trackers<'_>,
 ) -> Result<()> {
+    let Trackers { done, group } = trackers;
     t.ensure_alive()?;
     let fi_addr = t.peer(target)?;
     let chunk = t.props.max_msg_size.max(1);
@@ -253,16 +265,8 @@ pub fn put_blocking(t: &OfiTransport, target: usize, data: &[u8], dst: RemoteAdd
         });
     }
     let done = Arc::new(Completion::new());
-    post(
-        t,
-        Dir::Write,
-        target,
-        data.as_ptr() as *mut u8,
-        data.len(),
-        dst,
-        &done,
-        None,
-    )?;
+    let local = (data.as_ptr() as *mut u8, data.len());
+    post(t, Dir::Write, target, local, dst, Trackers::own(&done))?;
     wait(t, &done, &|| {
         format!("putting {} bytes to rank {target}", data.len())
     })
@@ -279,16 +283,8 @@ pub fn get_blocking(
         return Ok(());
     }
     let done = Arc::new(Completion::new());
-    post(
-        t,
-        Dir::Read,
-        target,
-        buf.as_mut_ptr(),
-        buf.len(),
-        src,
-        &done,
-        None,
-    )?;
+    let local = (buf.as_mut_ptr(), buf.len());
+    post(t, Dir::Read, target, local, src, Trackers::own(&done))?;
     wait(t, &done, &|| {
         format!("getting {} bytes from rank {target}", buf.len())
     })
@@ -296,29 +292,33 @@ pub fn get_blocking(
 
 /// Non-blocking put from a buffer the transport holds.
 pub fn put_async(t: &OfiTransport, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()> {
+    let trackers = Trackers {
+        done: src.completion(),
+        group: src.group(),
+    };
     post(
         t,
         Dir::Write,
         target,
-        src.as_ptr(),
-        src.len(),
+        (src.as_ptr(), src.len()),
         dst,
-        src.completion(),
-        src.group(),
+        trackers,
     )
 }
 
 /// Non-blocking get into a buffer the transport holds.
 pub fn get_async(t: &OfiTransport, target: usize, dst: &InFlight, src: RemoteAddr) -> Result<()> {
+    let trackers = Trackers {
+        done: dst.completion(),
+        group: dst.group(),
+    };
     post(
         t,
         Dir::Read,
         target,
-        dst.as_ptr(),
-        dst.len(),
+        (dst.as_ptr(), dst.len()),
         src,
-        dst.completion(),
-        dst.group(),
+        trackers,
     )
 }
 
@@ -327,41 +327,25 @@ pub fn get_async(t: &OfiTransport, target: usize, dst: &InFlight, src: RemoteAdd
 pub fn put_signal(t: &OfiTransport, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
     let word = value.to_ne_bytes();
     let done = Arc::new(Completion::new());
+    post(
+        t,
+        Dir::Write,
+        target,
+        (word.as_ptr() as *mut u8, 8),
+        dst,
+        Trackers::own(&done),
+    )?;
+    let mut probe = [0u8; 8];
     if t.props.ordered_raw {
-        // Local completion, then an ordered read proves delivery.
-        post(
-            t,
-            Dir::Write,
-            target,
-            word.as_ptr() as *mut u8,
-            8,
-            dst,
-            &done,
-            None,
-        )?;
-        let mut probe = [0u8; 8];
+        // The write completed only locally; an ordered read proves delivery.
         post(
             t,
             Dir::Read,
             target,
-            probe.as_mut_ptr(),
-            8,
+            (probe.as_mut_ptr(), 8),
             dst,
-            &done,
-            None,
+            Trackers::own(&done),
         )?;
-        wait(t, &done, &|| format!("signalling rank {target}"))
-    } else {
-        post(
-            t,
-            Dir::Write,
-            target,
-            word.as_ptr() as *mut u8,
-            8,
-            dst,
-            &done,
-            None,
-        )?;
-        wait(t, &done, &|| format!("signalling rank {target}"))
     }
+    wait(t, &done, &|| format!("signalling rank {target}"))
 }

@@ -1,0 +1,387 @@
+//! Multi-process RMA tests: real processes, real providers, every byte checked.
+//!
+//! Each test runs its body in every rank of jobs started by `onesided-run`
+//! and `mpiexec.hydra`, on the providers in ONESIDED_TEST_PROVIDERS
+//! (default tcp, shm, sockets), with 2 and 4 ranks (see tests/common).
+
+#[macro_use]
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use onesided::{Assert, Error, Window, World};
+
+/// Transfer sizes in bytes, 8 B to 4 MiB.
+const SIZES: &[usize] = &[8, 64, 1024, 65536, 1 << 20, 4 << 20];
+const MAX: usize = 4 << 20;
+
+/// Byte `i` of the block that `origin` sends in `round`: differs per origin,
+/// round, position, so misplaced, stale or truncated data is caught.
+fn pattern(origin: usize, round: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(31) ^ (origin * 67) ^ (round * 13) ^ (i >> 8)) as u8)
+        .collect()
+}
+
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .or((a.len() != b.len()).then_some(a.len().min(b.len())))
+}
+
+fn check(what: &str, got: &[u8], want: &[u8]) {
+    if let Some(i) = first_difference(got, want) {
+        panic!(
+            "{what}: {} bytes, first difference at byte {i}: got {:#x} want {:#x}",
+            want.len(),
+            got[i],
+            want[i]
+        );
+    }
+}
+
+fn neighbours(world: &World) -> (usize, usize) {
+    let (r, n) = (world.rank(), world.size());
+    ((r + 1) % n, (r + n - 1) % n)
+}
+
+/// Passive target: lock_all, put / rput, flush, get / rget back; then the
+/// target checks its own memory. Displacements are odd to catch addressing bugs.
+fn put_get_lock_all() {
+    let world = World::init().expect("init");
+    let (right, left) = neighbours(&world);
+    let mut win = Window::<u8>::allocate(&world, 2 * MAX + 16).expect("allocate");
+    for (round, &len) in SIZES.iter().enumerate() {
+        let mine = pattern(world.rank(), round, len);
+        let mine2 = pattern(world.rank() + 100, round, len);
+        win.lock_all().unwrap();
+        win.put(right, 3, &mine).unwrap();
+        let req = win.rput(right, MAX + 5, mine2.clone()).unwrap();
+        let returned = req.wait().unwrap();
+        assert_eq!(returned, mine2, "rput must give its buffer back unchanged");
+        win.flush(right).unwrap();
+        let mut back = vec![0u8; len];
+        win.get(right, 3, &mut back).unwrap();
+        check(&format!("get back from rank {right}"), &back, &mine);
+        let back2 = win
+            .rget(right, MAX + 5, vec![0u8; len])
+            .unwrap()
+            .wait()
+            .unwrap();
+        check(&format!("rget back from rank {right}"), &back2, &mine2);
+        win.unlock_all().unwrap();
+        world.barrier().unwrap();
+        let local = win.local_to_vec().unwrap();
+        check(
+            &format!("put from rank {left} as seen by its target"),
+            &local[3..3 + len],
+            &pattern(left, round, len),
+        );
+        check(
+            &format!("rput from rank {left} as seen by its target"),
+            &local[MAX + 5..MAX + 5 + len],
+            &pattern(left + 100, round, len),
+        );
+        world.barrier().unwrap();
+    }
+    win.free().unwrap();
+}
+
+/// Active target: fence, put to the right and get from the left, fence,
+/// check; every size.
+fn put_get_fence() {
+    let world = World::init().expect("init");
+    let (right, left) = neighbours(&world);
+    let mut win = Window::<u8>::allocate(&world, MAX + 8).expect("allocate");
+    win.fence(Assert::NOPRECEDE).unwrap();
+    for (round, &len) in SIZES.iter().enumerate() {
+        let mine = pattern(world.rank(), round, len);
+        win.put(right, 1, &mine).unwrap();
+        win.fence(Assert::NONE).unwrap();
+        let local = win.local_to_vec().unwrap();
+        check(
+            &format!("fence put from rank {left}"),
+            &local[1..1 + len],
+            &pattern(left, round, len),
+        );
+        // Read what the left neighbour received from its own left.
+        let mut got = vec![0u8; len];
+        win.get(left, 1, &mut got).unwrap();
+        win.fence(Assert::NONE).unwrap();
+        let left_left = (left + world.size() - 1) % world.size();
+        check(
+            &format!("fence get from rank {left}"),
+            &got,
+            &pattern(left_left, round, len),
+        );
+    }
+    win.fence(Assert::NOSUCCEED).unwrap();
+    win.free().unwrap();
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Rank 1 sleeps in user code for 2 s; rank 0's lock_all/put/flush/get to
+/// it must complete *during* that sleep (asynchronous progress). Rank 0
+/// sends its completion time; rank 1 compares with its wake-up time.
+fn target_busy_async_progress() {
+    let world = World::init().expect("init");
+    let mut win = Window::<u64>::allocate(&world, 1024).expect("allocate");
+    world.barrier().unwrap();
+    match world.rank() {
+        1 => {
+            std::thread::sleep(Duration::from_secs(2)); // user computation, not synchronisation
+            let wake = now_ns();
+            world.barrier().unwrap();
+            let mut done = [0u64];
+            win.local_read(0, &mut done).unwrap();
+            let data = win.local_to_vec().unwrap();
+            assert!(
+                (0..512).all(|i| data[8 + i] == 7_000 + i as u64),
+                "data from rank 0 is wrong"
+            );
+            assert!(done[0] != 0, "rank 0 did not report its completion time");
+            assert!(
+                done[0] < wake,
+                "rank 0 completed {:.3} s after rank 1 woke up: no asynchronous progress",
+                (done[0] - wake) as f64 / 1e9
+            );
+        }
+        0 => {
+            let data: Vec<u64> = (0..512).map(|i| 7_000 + i as u64).collect();
+            win.lock_all().unwrap();
+            win.put(1, 8, &data).unwrap();
+            win.flush(1).unwrap();
+            let mut back = vec![0u64; 512];
+            win.get(1, 8, &mut back).unwrap();
+            assert_eq!(back, data);
+            let done = now_ns();
+            win.put(1, 0, &[done]).unwrap();
+            win.unlock_all().unwrap();
+            world.barrier().unwrap();
+        }
+        _ => world.barrier().unwrap(),
+    }
+    win.free().unwrap();
+}
+
+fn expect_err<T: std::fmt::Debug>(r: onesided::Result<T>, words: &[&str]) -> Error {
+    let e = r.expect_err("expected an error");
+    let msg = e.to_string();
+    for w in words {
+        assert!(msg.contains(w), "error {msg:?} lacks {w:?}");
+    }
+    e
+}
+
+/// Misuse returns errors that say what and where; nothing panics and the
+/// window stays usable afterwards.
+fn errors_are_returned() {
+    let world = World::init().expect("init");
+    let (rank, n) = (world.rank(), world.size());
+    let (right, _) = neighbours(&world);
+    let mut win = Window::<u32>::allocate(&world, 10 + rank).expect("allocate");
+    let id = win.id().to_string();
+    expect_err(
+        win.put(right, 0, &[1]),
+        &["window", &id, "put", "outside an epoch"],
+    );
+    expect_err(win.get(right, 0, &mut [0]), &["get", "outside an epoch"]);
+    expect_err(win.flush(right), &["flush"]);
+    expect_err(win.unlock_all(), &["unlock_all"]);
+    win.lock_all().unwrap();
+    expect_err(win.lock_all(), &["lock_all", "inside a lock_all epoch"]);
+    expect_err(
+        win.fence(Assert::NONE),
+        &["fence", "inside a lock_all epoch"],
+    );
+    expect_err(win.free(), &["free", "inside a lock_all epoch"]);
+    let tlen = 10 + right;
+    let e = expect_err(
+        win.put(right, tlen - 1, &[1, 2]),
+        &["outside the target window", &right.to_string()],
+    );
+    assert!(
+        matches!(e, Error::OutOfWindow { offset, len: 2, window_len, .. } if offset == tlen - 1 && window_len == tlen)
+    );
+    expect_err(win.get(right, usize::MAX, &mut [0]), &["outside"]);
+    expect_err(
+        win.put(n, 0, &[1]),
+        &["rank", &n.to_string(), "not in the job"],
+    );
+    expect_err(win.flush(n + 7), &["not in the job"]);
+    // The window still works after all that.
+    win.put(right, tlen - 2, &[41, 42]).unwrap();
+    win.flush(right).unwrap();
+    let mut two = [0u32; 2];
+    win.get(right, tlen - 2, &mut two).unwrap();
+    assert_eq!(two, [41, 42]);
+    win.unlock_all().unwrap();
+    win.free().unwrap();
+    expect_err(win.lock_all(), &["freed"]);
+
+    // Element types that disagree across ranks are detected on first access.
+    if rank == 0 {
+        let mut w = Window::<u64>::allocate(&world, 4).unwrap();
+        world.barrier().unwrap();
+        w.free().unwrap();
+    } else {
+        let mut w = Window::<u32>::allocate(&world, 4).unwrap();
+        w.lock_all().unwrap();
+        expect_err(w.put(0, 0, &[1]), &["element type", "u64", "u32"]);
+        w.unlock_all().unwrap();
+        world.barrier().unwrap();
+        w.free().unwrap();
+    }
+}
+
+/// Only peers a process accesses cost it window state.
+fn untouched_peers_cost_nothing() {
+    let world = World::init().expect("init");
+    let mut win = Window::<u64>::allocate(&world, 64).expect("allocate");
+    let before = world.stats();
+    win.lock_all().unwrap();
+    if world.rank() == 0 {
+        win.put(1, 0, &[5]).unwrap();
+        win.flush(1).unwrap();
+    }
+    win.unlock_all().unwrap();
+    let s = win.stats();
+    let expected = usize::from(world.rank() == 0);
+    assert_eq!(
+        s.cached_peers,
+        expected,
+        "rank {}: window state held for {} peers",
+        world.rank(),
+        s.cached_peers
+    );
+    let ws = world.stats();
+    assert_eq!(ws.rkey_cache.entries, expected);
+    // Address-vector entries: the barrier's ceil(log2 P) partners, plus rank 1 for rank 0.
+    let partners = (world.size() as f64).log2().ceil() as usize;
+    assert!(
+        ws.address_vector_entries <= partners + expected,
+        "{ws:?} (before window use: {before:?})"
+    );
+    eprintln!("rank {} stats: {ws:?}", world.rank());
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+/// A remote-key cache of one entry, hammered by accesses to every peer.
+fn tiny_rkey_cache() {
+    std::env::set_var("ONESIDED_RKEY_CACHE", "1");
+    let world = World::init().expect("init");
+    let (rank, n) = (world.rank(), world.size());
+    let mut win = Window::<u64>::allocate(&world, n * 4).expect("allocate");
+    win.lock_all().unwrap();
+    for round in 0..4u64 {
+        for t in 0..n {
+            win.put(t, rank * 4 + round as usize, &[(rank as u64) << 8 | round])
+                .unwrap();
+        }
+    }
+    win.flush_all().unwrap();
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    let v = win.local_to_vec().unwrap();
+    for o in 0..n {
+        for r in 0..4u64 {
+            assert_eq!(v[o * 4 + r as usize], (o as u64) << 8 | r);
+        }
+    }
+    let s = world.stats().rkey_cache;
+    assert!(s.capacity == 1 && s.entries <= 1);
+    if n > 2 {
+        assert!(s.evictions > 0, "{s:?}");
+    }
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(put_get_every_size_lock_all, &[2, 4], put_get_lock_all);
+spmd_test!(put_get_every_size_fence, &[2, 4], put_get_fence);
+spmd_test!(
+    async_progress_serves_a_busy_target,
+    &[2],
+    target_busy_async_progress
+);
+spmd_test!(misuse_gives_errors, &[2, 4], errors_are_returned);
+spmd_test!(
+    no_state_for_untouched_peers,
+    &[4],
+    untouched_peers_cost_nothing
+);
+spmd_test!(rkey_cache_of_one_entry, &[4], tiny_rkey_cache);
+
+/// The async-progress test can fail: with the progress agent switched off
+/// (`ONESIDED_PROGRESS=manual`), rank 0's operations on tcp cannot complete
+/// until rank 1 wakes up, and the same body must report it.
+#[test]
+fn without_the_progress_agent_a_busy_target_stalls_its_origin() {
+    if common::providers().iter().all(|p| p != "tcp") {
+        eprintln!("SKIP: tcp is not in ONESIDED_TEST_PROVIDERS");
+        return;
+    }
+    let name = common::test_name(module_path!(), "async_progress_serves_a_busy_target");
+    let mut cmd = common::onesided_run_command(&name, 2, &["--provider", "tcp"]);
+    cmd.env("ONESIDED_PROGRESS", "manual");
+    let out = common::run_with_limit(cmd, common::job_timeout());
+    let stderr = &out.stderr;
+    let status = out.status.expect("the job did not finish in time");
+    assert!(
+        !status.success(),
+        "the job passed without a progress agent:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("no asynchronous progress"),
+        "failed for another reason:\n{stderr}"
+    );
+}
+
+/// A program started without any launcher is rank 0 of 1 and every
+/// operation (all to itself) works, on every provider.
+#[test]
+fn singleton_program_works() {
+    let name = common::test_name(module_path!(), "singleton_program_works");
+    if common::is_child(&name) {
+        let world = World::init().expect("init");
+        assert_eq!(
+            (world.rank(), world.size(), world.bootstrap_name()),
+            (0, 1, "singleton")
+        );
+        let mut win = Window::<f64>::allocate(&world, 1000).unwrap();
+        win.fence(Assert::NONE).unwrap();
+        let data: Vec<f64> = (0..1000).map(|i| i as f64 * 0.5).collect();
+        win.put(0, 0, &data).unwrap();
+        win.fence(Assert::NOSUCCEED).unwrap();
+        win.lock_all().unwrap();
+        let back = win.rget(0, 0, vec![0.0; 1000]).unwrap().wait().unwrap();
+        assert_eq!(back, data);
+        win.put(0, 999, &[-1.0]).unwrap();
+        win.flush_all().unwrap();
+        assert!(win.put(0, 1000, &[1.0]).is_err());
+        win.unlock_all().unwrap();
+        assert_eq!(win.local_to_vec().unwrap()[999], -1.0);
+        win.free().unwrap();
+        println!("singleton-ok provider={}", world.provider());
+        return;
+    }
+    for p in common::providers() {
+        let mut cmd = common::child_command(&name);
+        cmd.env("ONESIDED_PROVIDER", &p);
+        let out = common::run_with_limit(cmd, common::job_timeout());
+        assert!(
+            out.status.is_some_and(|s| s.success()) && out.stdout.contains("singleton-ok"),
+            "singleton on {p}:\n{}",
+            out.tail(40)
+        );
+        eprintln!("[harness] singleton_program_works: provider={p}: ok");
+    }
+}
