@@ -63,6 +63,18 @@ impl InfoList {
     /// Asks libfabric for RDM endpoints with RMA (and atomics and messages
     /// where available) that we can drive.
     pub fn query_rdm(require_atomics: bool) -> Result<InfoList> {
+        let caps = fi::FI_RMA | fi::FI_MSG | if require_atomics { fi::FI_ATOMIC } else { 0 };
+        Self::query(caps)?.ok_or_else(|| {
+            Error::NoProvider(
+                "fi_getinfo found no RDM provider with RMA (is libfabric installed with its providers? run onesided-info)".into(),
+            )
+        })
+    }
+
+    /// Asks libfabric for RDM endpoints with `caps` under the constraints
+    /// onesided runs with (handled `mr_mode` bits, `FI_THREAD_SAFE`, manual
+    /// data progress). `None` when no provider matches (`FI_ENODATA`).
+    pub fn query(caps: u64) -> Result<Option<InfoList>> {
         // SAFETY: fi_allocinfo returns a zeroed fi_info with all attribute
         // structs allocated, or NULL.
         let hints = unsafe { fi::fi_allocinfo() };
@@ -73,7 +85,7 @@ impl InfoList {
         // pointers fi_allocinfo filled in.
         unsafe {
             let h = hints.head.as_ptr();
-            (*h).caps = fi::FI_RMA | fi::FI_MSG | if require_atomics { fi::FI_ATOMIC } else { 0 };
+            (*h).caps = caps;
             (*h).mode = 0;
             (*(*h).ep_attr).type_ = fi::FI_EP_RDM;
             (*(*h).domain_attr).mr_mode = MR_MODES_HANDLED as i32;
@@ -95,16 +107,12 @@ impl InfoList {
             )
         };
         if rc == -fi::FI_ENODATA {
-            return Err(Error::NoProvider(
-                "fi_getinfo found no RDM provider with RMA (is libfabric installed with its providers? run onesided-info)".into(),
-            ));
+            return Ok(None);
         }
         check("fi_getinfo", rc, || {
-            "querying RDM providers with RMA".into()
+            format!("querying RDM providers with caps {caps:#x}")
         })?;
-        let head = NonNull::new(out)
-            .ok_or_else(|| Error::NoProvider("fi_getinfo returned an empty list".into()))?;
-        Ok(InfoList { head })
+        Ok(NonNull::new(out).map(|head| InfoList { head }))
     }
 
     /// Iterates over the entries.
@@ -161,9 +169,7 @@ impl InfoList {
                         seen.join(", ")
                     ))
                 })?,
-            None => AUTO_ORDER
-                .iter()
-                .find_map(|name| list.iter().find(|e| e.core_provider() == *name))
+            None => auto_choice(&list)
                 .ok_or_else(|| Error::NoProvider("none of the automatic choices is present".into()))?,
         };
         Self::dup(pick)
@@ -232,6 +238,10 @@ impl<'a> InfoRef<'a> {
         let d = self.domain_attr();
         (d.data_progress, d.control_progress)
     }
+    /// Threading model of the domain (`FI_THREAD_*`).
+    pub fn threading(&self) -> u32 {
+        self.domain_attr().threading
+    }
     /// Endpoint type.
     pub fn ep_type(&self) -> u32 {
         self.ep_attr().type_
@@ -244,6 +254,14 @@ impl<'a> InfoRef<'a> {
     pub fn as_ptr(&self) -> *mut fi::fi_info {
         self.info as *const fi::fi_info as *mut fi::fi_info
     }
+}
+
+/// The entry [`InfoList::select`] picks without `ONESIDED_PROVIDER`: the
+/// first entry of the first provider of [`AUTO_ORDER`] that is present.
+pub fn auto_choice(list: &InfoList) -> Option<InfoRef<'_>> {
+    AUTO_ORDER
+        .iter()
+        .find_map(|name| list.iter().find(|e| e.core_provider() == *name))
 }
 
 /// Names of the set bits of `mr_mode`.

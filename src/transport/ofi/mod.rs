@@ -17,6 +17,7 @@ mod fid;
 pub mod info;
 mod mr;
 mod rma;
+pub mod survey;
 
 pub use rma::backoff;
 

@@ -1,0 +1,345 @@
+//! `onesided-info`: which libfabric providers onesided can use here, how it
+//! would drive them, and which atomics each one supports.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+use onesided::transport::ofi::info::AUTO_ORDER;
+use onesided::transport::ofi::survey::{self, AtomicMatrix, ProviderReport, DATATYPES};
+use serde::Serialize;
+
+/// Lists the libfabric providers with RDM endpoints and RMA, as onesided sees them.
+#[derive(Parser)]
+#[command(version, about)]
+struct Args {
+    /// Only this provider: a full name (`tcp;ofi_rxm`) or a core name (`tcp`).
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// Machine-readable JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Skip the atomic matrix (which opens a domain per provider).
+    #[arg(long)]
+    no_atomics: bool,
+}
+
+/// Appends one line to the output text (writing to a `String` cannot fail).
+macro_rules! out {
+    ($o:expr) => {
+        $o.push('\n')
+    };
+    ($o:expr, $($t:tt)*) => {{
+        let _ = writeln!($o, $($t)*);
+    }};
+}
+
+/// One provider/domain with the outcome of its atomic survey.
+#[derive(Serialize)]
+struct Entry {
+    #[serde(flatten)]
+    report: ProviderReport,
+    /// `None` with `--no-atomics`, when the provider has none, or on error.
+    atomic_matrix: Option<AtomicMatrix>,
+    /// Why there is no matrix, if there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomic_note: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "onesided=warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .try_init();
+    let mut reports = match survey::providers() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("onesided-info: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let auto = reports.iter().find(|r| r.auto_choice).cloned();
+    if let Some(name) = &args.provider {
+        let available = provider_names(&reports);
+        reports.retain(|r| r.matches(name));
+        if reports.is_empty() {
+            eprintln!("onesided-info: no provider named {name:?} with RDM endpoints and RMA; available: {available}");
+            return ExitCode::from(2);
+        }
+    }
+    let entries: Vec<Entry> = reports
+        .into_iter()
+        .map(|r| survey_atomics(r, args.no_atomics))
+        .collect();
+    if args.json {
+        let doc = serde_json::json!({
+            "libfabric": survey::libfabric_version(),
+            "providers": entries,
+        });
+        match serde_json::to_string_pretty(&doc) {
+            Ok(s) => emit(&(s + "\n")),
+            Err(e) => {
+                eprintln!("onesided-info: cannot encode JSON: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    } else {
+        emit(&text(&entries, auto.as_ref(), args.no_atomics))
+    }
+}
+
+/// Writes the output; a closed pipe (`| head`) is not an error.
+fn emit(s: &str) -> ExitCode {
+    match std::io::stdout().lock().write_all(s.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("onesided-info: cannot write the output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn survey_atomics(report: ProviderReport, skip: bool) -> Entry {
+    let (atomic_matrix, atomic_note) = if skip {
+        (None, Some("skipped (--no-atomics)".to_string()))
+    } else if !report.atomics {
+        (None, Some("the provider offers no atomics".to_string()))
+    } else {
+        match survey::atomic_matrix_for(&report) {
+            Ok(Some(m)) if m.is_empty() => {
+                (Some(m), Some("fi_query_atomic supports nothing".into()))
+            }
+            Ok(Some(m)) => (Some(m), None),
+            Ok(None) => (None, Some("the provider offers no atomics".into())),
+            Err(e) => (None, Some(format!("error: {e}"))),
+        }
+    };
+    Entry {
+        report,
+        atomic_matrix,
+        atomic_note,
+    }
+}
+
+fn provider_names(reports: &[ProviderReport]) -> String {
+    let mut names: Vec<&str> = reports.iter().map(|r| r.provider.as_str()).collect();
+    names.dedup();
+    names.join(", ")
+}
+
+/// Text output: entries of one provider that differ only in fabric/domain
+/// share a block; an atomic table already shown is referred to, not repeated.
+fn text(entries: &[Entry], auto: Option<&ProviderReport>, no_atomics: bool) -> String {
+    let mut o = String::new();
+    out!(
+        o,
+        "libfabric {}: {} provider/domain entries with RDM endpoints and RMA",
+        survey::libfabric_version(),
+        entries.len()
+    );
+    match auto {
+        Some(r) => out!(
+            o,
+            "automatic choice: {} on {} (fabric {}); override with ONESIDED_PROVIDER\n",
+            r.provider,
+            r.domain,
+            r.fabric
+        ),
+        None => out!(
+            o,
+            "automatic choice: none (no provider of {:?} is present); set ONESIDED_PROVIDER\n",
+            AUTO_ORDER
+        ),
+    }
+    let mut tables: Vec<(Vec<String>, String)> = Vec::new();
+    let mut i = 0;
+    while i < entries.len() {
+        let first = &entries[i];
+        let n = entries[i..]
+            .iter()
+            .take_while(|e| same_block(first, e))
+            .count();
+        print_block(&mut o, &entries[i..i + n], no_atomics, &mut tables);
+        i += n;
+    }
+    o
+}
+
+fn same_block(a: &Entry, b: &Entry) -> bool {
+    let strip = |r: &ProviderReport| ProviderReport {
+        fabric: String::new(),
+        domain: String::new(),
+        auto_choice: false,
+        ..r.clone()
+    };
+    strip(&a.report) == strip(&b.report)
+        && a.atomic_matrix == b.atomic_matrix
+        && a.atomic_note == b.atomic_note
+}
+
+fn print_block(
+    o: &mut String,
+    group: &[Entry],
+    no_atomics: bool,
+    tables: &mut Vec<(Vec<String>, String)>,
+) {
+    let Some(e) = group.first() else { return };
+    let r = &e.report;
+    out!(o, "{}", r.provider);
+    for g in group {
+        let auto = if g.report.auto_choice {
+            "   <- automatic choice"
+        } else {
+            ""
+        };
+        out!(
+            o,
+            "  domain      {} (fabric {}){auto}",
+            g.report.domain,
+            g.report.fabric
+        );
+    }
+    let atomics = if r.atomics && !r.caps.iter().any(|c| c == "ATOMIC") {
+        " (ATOMIC when asked)"
+    } else {
+        ""
+    };
+    out!(
+        o,
+        "  endpoint    {}   caps {}{atomics}",
+        r.endpoint,
+        r.caps.join(" ")
+    );
+    out!(
+        o,
+        "  mr_mode     {}",
+        if r.mr_mode.is_empty() {
+            "none".into()
+        } else {
+            r.mr_mode.join(" ")
+        }
+    );
+    out!(
+        o,
+        "  progress    data {}, control {}   threading {}",
+        r.data_progress,
+        r.control_progress,
+        r.threading
+    );
+    out!(
+        o,
+        "  sizes       inject {} B, max message {}",
+        r.inject_size,
+        human_bytes(r.max_msg_size)
+    );
+    let why = if r.ordered_rma_raw {
+        "FI_ORDER_RMA_RAW promised"
+    } else {
+        "no FI_ORDER_RMA_RAW"
+    };
+    out!(o, "  flush       {} ({why})", r.flush);
+    match (&e.atomic_matrix, &e.atomic_note) {
+        (Some(m), None) => {
+            let sig = signature(m);
+            match tables.iter().find(|(s, _)| *s == sig) {
+                Some((_, label)) => out!(o, "  atomics     same table as {label} above"),
+                None => {
+                    print_matrix(o, m);
+                    tables.push((sig, format!("{} ({})", r.provider, r.domain)));
+                }
+            }
+            print_counts(o, m);
+        }
+        (_, Some(note)) if !no_atomics => out!(o, "  atomics     {note}"),
+        _ => {}
+    }
+    out!(o);
+}
+
+/// The table as printed, without the counts.
+fn signature(m: &AtomicMatrix) -> Vec<String> {
+    m.rows
+        .iter()
+        .flat_map(|r| r.cells.iter().map(|c| c.letters()))
+        .collect()
+}
+
+fn human_bytes(n: usize) -> String {
+    if n > usize::MAX - (1 << 20) {
+        return match usize::MAX - n {
+            0 => "unlimited (SIZE_MAX)".into(),
+            d => format!("unlimited (SIZE_MAX - {d})"),
+        };
+    }
+    const UNITS: &[(usize, &str)] = &[
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    UNITS
+        .iter()
+        .find(|(u, _)| n >= *u && n % u == 0)
+        .map(|(u, s)| format!("{} {s}", n / u))
+        .unwrap_or_else(|| format!("{n} B"))
+}
+
+fn print_matrix(o: &mut String, m: &AtomicMatrix) {
+    // Datatypes no operation supports are left out, and named below.
+    let used: Vec<usize> = (0..DATATYPES.len())
+        .filter(|&i| {
+            m.rows
+                .iter()
+                .any(|r| r.cells.get(i).is_some_and(|c| c.any()))
+        })
+        .collect();
+    out!(
+        o,
+        "  atomics     a = fi_atomic, f = fi_fetch_atomic, c = fi_compare_atomic, - = no"
+    );
+    let header: String = used
+        .iter()
+        .map(|&i| format!("{:>5}", DATATYPES[i].2))
+        .collect();
+    out!(o, "    {:<12}{header}", "op");
+    for row in &m.rows {
+        let cells: String = used
+            .iter()
+            .map(|&i| {
+                format!(
+                    "{:>5}",
+                    row.cells.get(i).map(|c| c.letters()).unwrap_or_default()
+                )
+            })
+            .collect();
+        out!(o, "    {:<12}{cells}", row.op);
+    }
+    let unused: Vec<&str> = (0..DATATYPES.len())
+        .filter(|i| !used.contains(i))
+        .map(|i| DATATYPES[i].1)
+        .collect();
+    if !unused.is_empty() {
+        out!(o, "    not supported by any op: {}", unused.join(" "));
+    }
+}
+
+fn print_counts(o: &mut String, m: &AtomicMatrix) {
+    let mut counts: Vec<usize> = m
+        .rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .flat_map(|c| [c.atomic, c.fetch, c.compare])
+        .flatten()
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    match counts.as_slice() {
+        [] => {}
+        [one] => out!(o, "    max elements per call: {one}"),
+        [lo, .., hi] => out!(o, "    max elements per call: {lo} to {hi} (see --json)"),
+    }
+}

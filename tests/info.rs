@@ -1,0 +1,203 @@
+//! Runs the `onesided-info` binary and checks what it says about the
+//! providers every libfabric build of this project's CI has: tcp;ofi_rxm,
+//! shm and sockets.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_onesided-info"))
+        .args(args)
+        .env_remove("FI_PROVIDER")
+        .output()
+        .expect("cannot run onesided-info")
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "onesided-info {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("output is UTF-8")
+}
+
+/// Core providers `fi_info -l` lists (names without the trailing colon).
+fn listed_by_fi_info() -> Option<BTreeSet<String>> {
+    let out = Command::new("fi_info").arg("-l").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .filter_map(|l| l.strip_suffix(':'))
+            .map(|l| l.trim().to_string())
+            .collect(),
+    )
+}
+
+/// The providers expected here: those whose parts `fi_info -l` lists (all
+/// three when `fi_info` is not installed). Absent ones are skipped loudly.
+fn expected() -> Vec<&'static str> {
+    let listed = listed_by_fi_info();
+    ["tcp;ofi_rxm", "shm", "sockets"]
+        .into_iter()
+        .filter(|p| {
+            let present = listed
+                .as_ref()
+                .is_none_or(|l| p.split(';').all(|part| l.contains(part)));
+            if !present {
+                eprintln!("SKIP: `fi_info -l` does not list {p}; not checking it");
+            }
+            present
+        })
+        .collect()
+}
+
+/// (provider, domain, fabric) of every `domain` line of the text output.
+fn text_entries(text: &str) -> BTreeSet<(String, String, String)> {
+    let mut provider = String::new();
+    let mut set = BTreeSet::new();
+    for line in text.lines().skip(2) {
+        if !line.is_empty() && !line.starts_with(' ') {
+            provider = line.to_string();
+        } else if let Some(rest) = line.trim_start().strip_prefix("domain") {
+            let rest = rest.trim();
+            let (domain, fabric) = rest.split_once(" (fabric ").expect("domain line format");
+            let fabric = fabric.split(')').next().unwrap_or_default();
+            set.insert((provider.clone(), domain.to_string(), fabric.to_string()));
+        }
+    }
+    set
+}
+
+fn json_providers(json: &Value) -> &Vec<Value> {
+    json["providers"].as_array().expect("providers array")
+}
+
+#[test]
+fn text_lists_the_expected_providers() {
+    let text = stdout_of(&["--no-atomics"]);
+    let names: BTreeSet<String> = text_entries(&text).into_iter().map(|e| e.0).collect();
+    for p in expected() {
+        assert!(names.contains(p), "{p} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn shm_demands_virtual_addresses() {
+    if !expected().contains(&"shm") {
+        return;
+    }
+    let text = stdout_of(&["--provider", "shm", "--no-atomics"]);
+    let mr = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("mr_mode"))
+        .expect("an mr_mode line");
+    assert!(mr.contains("VIRT_ADDR"), "{mr}");
+}
+
+/// The `SUM` cell under the `i64` column of the first table in `text`.
+fn sum_int64_cell(text: &str) -> String {
+    let header: Vec<&str> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("op "))
+        .expect("an atomic table")
+        .split_whitespace()
+        .collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "i64")
+        .expect("an i64 column");
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("SUM "))
+        .expect("a SUM row")
+        .split_whitespace()
+        .collect();
+    row[col].to_string()
+}
+
+#[test]
+fn sum_int64_is_supported_on_shm_and_sockets() {
+    let json: Value = serde_json::from_str(&stdout_of(&["--json"])).expect("valid JSON");
+    for p in expected().into_iter().filter(|p| *p != "tcp;ofi_rxm") {
+        let text = stdout_of(&["--provider", p]);
+        let cell = sum_int64_cell(&text);
+        assert!(
+            cell.contains('a') && cell.contains('f'),
+            "{p}: SUM/i64 is {cell:?}\n{text}"
+        );
+
+        for entry in json_providers(&json).iter().filter(|e| e["provider"] == p) {
+            let rows = entry["atomic_matrix"]["rows"].as_array().expect("a matrix");
+            let sum = rows.iter().find(|r| r["op"] == "SUM").expect("SUM row");
+            let cells = sum["cells"].as_array().expect("cells");
+            let c = cells
+                .iter()
+                .find(|c| c["datatype"] == "INT64")
+                .expect("INT64");
+            assert!(c["atomic"].as_u64().unwrap_or(0) >= 1, "{p}: {c}");
+            assert!(c["fetch"].as_u64().unwrap_or(0) >= 1, "{p}: {c}");
+            assert!(c["compare"].is_null(), "{p}: {c}");
+        }
+    }
+}
+
+#[test]
+fn json_parses_and_matches_the_text() {
+    let text = stdout_of(&[]);
+    let json: Value = serde_json::from_str(&stdout_of(&["--json"])).expect("valid JSON");
+    let from_json: BTreeSet<(String, String, String)> = json_providers(&json)
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().expect("string field").to_string();
+            (s("provider"), s("domain"), s("fabric"))
+        })
+        .collect();
+    assert_eq!(from_json, text_entries(&text));
+    assert!(
+        json_providers(&json)
+            .iter()
+            .filter(|e| e["auto_choice"] == true)
+            .count()
+            <= 1,
+        "more than one automatic choice"
+    );
+    for p in expected() {
+        assert!(from_json.iter().any(|e| e.0 == p), "{p} missing from JSON");
+    }
+}
+
+#[test]
+fn no_atomics_skips_the_matrix() {
+    let json: Value =
+        serde_json::from_str(&stdout_of(&["--json", "--no-atomics"])).expect("valid JSON");
+    assert!(json_providers(&json)
+        .iter()
+        .all(|e| e["atomic_matrix"].is_null()));
+}
+
+#[test]
+fn unknown_provider_filter_fails_with_the_list() {
+    let out = run(&["--provider", "no-such-provider"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no-such-provider") && err.contains("available"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_provider_at_all_fails_clearly() {
+    let out = Command::new(env!("CARGO_BIN_EXE_onesided-info"))
+        .env("FI_PROVIDER", "no-such-provider")
+        .output()
+        .expect("cannot run onesided-info");
+    assert!(!out.status.success(), "exit status {:?}", out.status);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no usable libfabric provider"), "{err}");
+    assert!(out.stdout.is_empty());
+}
