@@ -77,7 +77,11 @@ impl<'a, T: Element> Window<'a, T> {
             tag: T::TAG,
         };
         directory::publish(ctrl, slot, &desc)?;
-        world.barrier()?;
+        if let Err(e) = world.barrier() {
+            // Leave no descriptor behind for a window that does not exist.
+            let _ = directory::retract(ctrl, slot);
+            return Err(e);
+        }
         Ok(Window {
             world,
             id,
