@@ -12,6 +12,7 @@
 //! * **Peers** are inserted into the address vector when first contacted.
 
 mod cq;
+mod domain;
 pub mod fault;
 mod fid;
 pub mod info;
@@ -73,32 +74,7 @@ impl OfiTransport {
         };
         let what = |step: &str| format!("{step} on provider {}", props.provider);
 
-        let mut fabric: *mut fi::fid_fabric = std::ptr::null_mut();
-        // SAFETY: fabric_attr belongs to our info entry; out-pointer valid.
-        let rc = unsafe {
-            fi::fi_fabric(
-                (*entry.as_ptr()).fabric_attr,
-                &mut fabric,
-                std::ptr::null_mut(),
-            )
-        };
-        check("fi_fabric", rc, || what("opening the fabric"))?;
-        let fabric = Owned::new(fabric)
-            .ok_or_else(|| Error::NoProvider("fi_fabric returned NULL".into()))?;
-
-        let mut domain: *mut fi::fid_domain = std::ptr::null_mut();
-        // SAFETY: live fabric, our info entry, valid out-pointer.
-        let rc = unsafe {
-            fi::fi_domain(
-                fabric.as_ptr(),
-                entry.as_ptr(),
-                &mut domain,
-                std::ptr::null_mut(),
-            )
-        };
-        check("fi_domain", rc, || what("opening the domain"))?;
-        let domain = Owned::new(domain)
-            .ok_or_else(|| Error::NoProvider("fi_domain returned NULL".into()))?;
+        let domain::Domain { domain, fabric } = domain::Domain::open(entry)?;
 
         let mut cq_attr = fi::fi_cq_attr {
             format: fi::FI_CQ_FORMAT_CONTEXT,

@@ -3,10 +3,9 @@
 use libfabric_sys as fi;
 use serde::Serialize;
 
-use super::super::fault::check;
 use super::super::fid::Owned;
 use super::super::info::InfoRef;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Operations asked about, with their names; `true` for the compare family
 /// (`fi_compare_atomic`), `false` for the rest (`fi_atomic`, `fi_fetch_atomic`).
@@ -123,41 +122,10 @@ impl AtomicMatrix {
 /// Opens the fabric and domain of `entry` and asks `fi_query_atomic` about
 /// every pair of [`OPS`] and [`DATATYPES`].
 pub fn atomic_matrix(entry: InfoRef<'_>) -> Result<AtomicMatrix> {
-    let what = |step: &str| {
-        format!(
-            "{step} on provider {} ({})",
-            entry.provider(),
-            entry.domain()
-        )
-    };
-    let mut fabric: *mut fi::fid_fabric = std::ptr::null_mut();
-    // SAFETY: entry points into a live fi_info list whose fabric_attr
-    // fi_getinfo filled in; the out-pointer is valid.
-    let rc = unsafe {
-        fi::fi_fabric(
-            (*entry.as_ptr()).fabric_attr,
-            &mut fabric,
-            std::ptr::null_mut(),
-        )
-    };
-    check("fi_fabric", rc, || what("opening the fabric"))?;
-    let fabric =
-        Owned::new(fabric).ok_or_else(|| Error::NoProvider("fi_fabric returned NULL".into()))?;
-
-    let mut domain: *mut fi::fid_domain = std::ptr::null_mut();
-    // SAFETY: live fabric opened from this entry, the entry itself, valid
-    // out-pointer. `domain` is declared after `fabric`, so it closes first.
-    let rc = unsafe {
-        fi::fi_domain(
-            fabric.as_ptr(),
-            entry.as_ptr(),
-            &mut domain,
-            std::ptr::null_mut(),
-        )
-    };
-    check("fi_domain", rc, || what("opening the domain"))?;
-    let domain =
-        Owned::new(domain).ok_or_else(|| Error::NoProvider("fi_domain returned NULL".into()))?;
+    let super::super::domain::Domain {
+        domain,
+        fabric: _fabric,
+    } = super::super::domain::Domain::open(entry)?;
 
     let rows = OPS
         .iter()
