@@ -8,6 +8,7 @@
 //! | `ONESIDED_MAX_WINDOWS` | 256 | windows alive at once per process (slots of the window directory) |
 //! | `ONESIDED_TIMEOUT` | 60 | seconds an operation may wait for the network before it fails (0 = forever) |
 //! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
+//! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
 
 use std::time::Duration;
 
@@ -37,6 +38,8 @@ pub struct Config {
     pub timeout: Option<Duration>,
     /// Print setup information.
     pub verbose: bool,
+    /// Use the `FI_MR_LOCAL` code paths even if the provider does not need them.
+    pub force_mr_local: bool,
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -55,6 +58,10 @@ fn number(name: &'static str, default: usize, min: usize, max: usize) -> Result<
             }),
         },
     }
+}
+
+fn flag(name: &'static str) -> bool {
+    matches!(var(name).as_deref(), Some("1") | Some("true") | Some("yes"))
 }
 
 impl Config {
@@ -78,10 +85,8 @@ impl Config {
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,
             max_windows: number("ONESIDED_MAX_WINDOWS", 256, 1, 1 << 20)?,
             timeout: (secs > 0).then(|| Duration::from_secs(secs as u64)),
-            verbose: matches!(
-                var("ONESIDED_VERBOSE").as_deref(),
-                Some("1") | Some("true") | Some("yes")
-            ),
+            verbose: flag("ONESIDED_VERBOSE"),
+            force_mr_local: flag("ONESIDED_MR_LOCAL"),
         })
     }
 }

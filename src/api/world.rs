@@ -50,10 +50,7 @@ impl World {
         let config = Config::from_env()?;
         init_tracing(config.verbose);
         let boot = bootstrap::init()?;
-        let transport: SharedTransport = Arc::new(OfiTransport::open(
-            config.provider.as_deref(),
-            config.timeout,
-        )?);
+        let transport: SharedTransport = Arc::new(OfiTransport::open(&config)?);
 
         let ctrl = Memory::allocate(directory::region_bytes(config.max_windows))?;
         ctrl.store_u64(0, MAGIC)?;

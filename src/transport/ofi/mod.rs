@@ -18,6 +18,7 @@ mod fid;
 pub mod info;
 mod mr;
 mod rma;
+mod staging;
 pub mod survey;
 
 pub use rma::backoff;
@@ -33,11 +34,14 @@ use self::fault::check;
 use self::fid::Owned;
 use self::info::InfoList;
 use super::{Completion, InFlight, Memory, Registration, RemoteAddr, Transport, TransportProps};
+use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// A libfabric RDM endpoint with its fabric, domain, address vector and CQ.
 pub struct OfiTransport {
-    // Drop order matters: the endpoint goes before what it is bound to.
+    // Drop order matters: registrations before the endpoint, the endpoint
+    // before what it is bound to.
+    staging: Option<staging::Staging>,
     ep: Owned<fi::fid_ep>,
     av: Owned<fi::fid_av>,
     cq: Owned<fi::fid_cq>,
@@ -55,15 +59,15 @@ pub struct OfiTransport {
 
 impl OfiTransport {
     /// Opens an endpoint on the chosen provider.
-    pub fn open(provider: Option<&str>, timeout: Option<Duration>) -> Result<OfiTransport> {
-        let info = InfoList::select(provider)?;
+    pub fn open(config: &Config) -> Result<OfiTransport> {
+        let info = InfoList::select(config.provider.as_deref())?;
         let entry = info.first();
         let mr_mode = entry.mr_mode();
         let props = TransportProps {
             provider: entry.provider(),
             fabric: entry.fabric(),
             domain: entry.domain(),
-            mr_local: mr_mode & fi::FI_MR_LOCAL != 0,
+            mr_local: mr_mode & fi::FI_MR_LOCAL != 0 || config.force_mr_local,
             virt_addr: mr_mode & fi::FI_MR_VIRT_ADDR != 0,
             prov_key: mr_mode & fi::FI_MR_PROV_KEY != 0,
             mr_endpoint: mr_mode & fi::FI_MR_ENDPOINT != 0,
@@ -144,7 +148,8 @@ impl OfiTransport {
         check("fi_getname", rc, || what("reading the endpoint address"))?;
         name.truncate(len);
 
-        Ok(OfiTransport {
+        let mut t = OfiTransport {
+            staging: None,
             ep,
             av,
             cq,
@@ -155,10 +160,14 @@ impl OfiTransport {
             address: name,
             peers: Mutex::new(HashMap::new()),
             next_key: AtomicU64::new(1),
-            timeout,
+            timeout: config.timeout,
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(None),
-        })
+        };
+        if t.props.mr_local {
+            t.staging = Some(staging::Staging::new(&t)?);
+        }
+        Ok(t)
     }
 
     fn peer(&self, rank: usize) -> Result<fi::fi_addr_t> {

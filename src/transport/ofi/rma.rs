@@ -9,7 +9,7 @@ use libfabric_sys as fi;
 use super::cq::{self, OpContext};
 use super::fault::{fabric_error, EAGAIN};
 use super::mr::LocalMr;
-use super::OfiTransport;
+use super::{staging, OfiTransport};
 use crate::error::{Error, Result};
 use crate::transport::{Completion, InFlight, RemoteAddr};
 
@@ -129,17 +129,41 @@ impl<'a> Trackers<'a> {
     }
 }
 
+/// A local buffer: start, length, and its descriptor if it is already
+/// registered (staging slots); otherwise `post` registers it under
+/// `FI_MR_LOCAL`.
+struct Local {
+    ptr: *mut u8,
+    len: usize,
+    desc: Option<*mut std::os::raw::c_void>,
+}
+
+impl Local {
+    fn of(ptr: *mut u8, len: usize) -> Local {
+        Local {
+            ptr,
+            len,
+            desc: None,
+        }
+    }
+}
+
 /// Posts one read or write of `len` bytes at `local` (kept alive by the
 /// caller until `done` counts it), in chunks of at most `max_msg_size`.
 fn post(
     t: &OfiTransport,
     dir: Dir,
     target: usize,
-    (local, len): (*mut u8, usize),
+    local: Local,
     remote: RemoteAddr,
     trackers: Trackers<'_>,
 ) -> Result<()> {
     let Trackers { done, group } = trackers;
+    let Local {
+        ptr: local,
+        len,
+        desc: registered,
+    } = local;
     t.ensure_alive()?;
     let fi_addr = t.peer(target)?;
     let chunk = t.props.max_msg_size.max(1);
@@ -148,7 +172,7 @@ fn post(
         let n = chunk.min(len - off);
         // SAFETY: off + n <= len, inside the caller's buffer.
         let buf = unsafe { local.add(off) };
-        let mr = if t.props.mr_local {
+        let mr = if t.props.mr_local && registered.is_none() {
             let access = match dir {
                 Dir::Write => fi::FI_WRITE,
                 Dir::Read => fi::FI_READ,
@@ -157,7 +181,11 @@ fn post(
         } else {
             None
         };
-        let desc = mr.as_ref().map_or(std::ptr::null_mut(), |m| m.desc());
+        let desc = match (&mr, registered) {
+            (Some(m), _) => m.desc(),
+            (None, Some(d)) => d,
+            (None, None) => std::ptr::null_mut(),
+        };
         let addr = remote.addr + off as u64;
         done.add();
         if let Some(g) = group {
@@ -264,12 +292,14 @@ pub fn put_blocking(t: &OfiTransport, target: usize, data: &[u8], dst: RemoteAdd
             }
         });
     }
-    let done = Arc::new(Completion::new());
-    let local = (data.as_ptr() as *mut u8, data.len());
-    post(t, Dir::Write, target, local, dst, Trackers::own(&done))?;
-    wait(t, &done, &|| {
-        format!("putting {} bytes to rank {target}", data.len())
-    })
+    transfer(
+        t,
+        Dir::Write,
+        target,
+        data.as_ptr() as *mut u8,
+        data.len(),
+        dst,
+    )
 }
 
 /// Blocking get: returns when the data is in `buf`.
@@ -282,12 +312,115 @@ pub fn get_blocking(
     if buf.is_empty() {
         return Ok(());
     }
+    transfer(t, Dir::Read, target, buf.as_mut_ptr(), buf.len(), src)
+}
+
+/// A blocking transfer of the caller's buffer. Under `FI_MR_LOCAL`, small
+/// transfers (and any whose buffer cannot be registered, e.g. read-only
+/// memory) go through staging slots; otherwise the buffer is used in place.
+fn transfer(
+    t: &OfiTransport,
+    dir: Dir,
+    target: usize,
+    buf: *mut u8,
+    len: usize,
+    remote: RemoteAddr,
+) -> Result<()> {
+    let what = || format!("{}ting {len} bytes with rank {target}", dir.name());
+    if let Some(pool) = &t.staging {
+        let direct = if len > staging::SLOT_BYTES {
+            let access = match dir {
+                Dir::Write => fi::FI_WRITE,
+                Dir::Read => fi::FI_READ,
+            };
+            LocalMr::register(t, buf, len, access).ok()
+        } else {
+            None
+        };
+        if direct.is_none() {
+            return staged(t, pool, dir, target, buf, len, remote);
+        }
+        let local = Local {
+            ptr: buf,
+            len,
+            desc: direct.as_ref().map(|m| m.desc()),
+        };
+        let done = Arc::new(Completion::new());
+        post(t, dir, target, local, remote, Trackers::own(&done))?;
+        return wait(t, &done, &what);
+    }
     let done = Arc::new(Completion::new());
-    let local = (buf.as_mut_ptr(), buf.len());
-    post(t, Dir::Read, target, local, src, Trackers::own(&done))?;
-    wait(t, &done, &|| {
-        format!("getting {} bytes from rank {target}", buf.len())
-    })
+    post(
+        t,
+        dir,
+        target,
+        Local::of(buf, len),
+        remote,
+        Trackers::own(&done),
+    )?;
+    wait(t, &done, &what)
+}
+
+/// Moves `len` bytes through staging slots, one slot-sized chunk at a time.
+fn staged(
+    t: &OfiTransport,
+    pool: &staging::Staging,
+    dir: Dir,
+    target: usize,
+    buf: *mut u8,
+    len: usize,
+    remote: RemoteAddr,
+) -> Result<()> {
+    let mut off = 0;
+    while off < len {
+        let n = staging::SLOT_BYTES.min(len - off);
+        let slot = acquire(t, pool)?;
+        if let Dir::Write = dir {
+            // SAFETY: off + n <= len: the chunk lies inside the caller's
+            // buffer, borrowed (shared) for this call.
+            slot.fill(unsafe { std::slice::from_raw_parts(buf.add(off), n) })?;
+        }
+        let local = Local {
+            ptr: slot.ptr(),
+            len: n,
+            desc: Some(slot.desc()),
+        };
+        let at = RemoteAddr {
+            addr: remote.addr + off as u64,
+            key: remote.key,
+        };
+        let done = Arc::new(Completion::new());
+        post(t, dir, target, local, at, Trackers::own(&done))?;
+        wait(t, &done, &|| {
+            format!("{}ting {n} staged bytes with rank {target}", dir.name())
+        })?;
+        if let Dir::Read = dir {
+            // SAFETY: as above; for reads the caller lent the buffer mutably
+            // (get_blocking takes `&mut [u8]`).
+            slot.drain(unsafe { std::slice::from_raw_parts_mut(buf.add(off), n) })?;
+        }
+        off += n;
+    }
+    Ok(())
+}
+
+/// Takes a staging slot, driving progress while all are in use.
+fn acquire<'p>(t: &OfiTransport, pool: &'p staging::Staging) -> Result<staging::Slot<'p>> {
+    let start = Instant::now();
+    let mut round = 0;
+    loop {
+        if let Some(s) = pool.try_acquire() {
+            return Ok(s);
+        }
+        cq::drain(t)?;
+        if timed_out(t, start) {
+            return Err(Error::Timeout {
+                what: "waiting for a free staging buffer".into(),
+                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
+            });
+        }
+        backoff(&mut round);
+    }
 }
 
 /// Non-blocking put from a buffer the transport holds.
@@ -300,7 +433,7 @@ pub fn put_async(t: &OfiTransport, target: usize, src: &InFlight, dst: RemoteAdd
         t,
         Dir::Write,
         target,
-        (src.as_ptr(), src.len()),
+        Local::of(src.as_ptr(), src.len()),
         dst,
         trackers,
     )
@@ -316,7 +449,7 @@ pub fn get_async(t: &OfiTransport, target: usize, dst: &InFlight, src: RemoteAdd
         t,
         Dir::Read,
         target,
-        (dst.as_ptr(), dst.len()),
+        Local::of(dst.as_ptr(), dst.len()),
         src,
         trackers,
     )
@@ -325,27 +458,11 @@ pub fn get_async(t: &OfiTransport, target: usize, dst: &InFlight, src: RemoteAdd
 /// Writes one word and waits until it is delivered at the target (used for
 /// synchronization flags, which must never sit in a send queue).
 pub fn put_signal(t: &OfiTransport, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
-    let word = value.to_ne_bytes();
-    let done = Arc::new(Completion::new());
-    post(
-        t,
-        Dir::Write,
-        target,
-        (word.as_ptr() as *mut u8, 8),
-        dst,
-        Trackers::own(&done),
-    )?;
-    let mut probe = [0u8; 8];
+    let mut word = value.to_ne_bytes();
+    transfer(t, Dir::Write, target, word.as_mut_ptr(), 8, dst)?;
     if t.props.ordered_raw {
         // The write completed only locally; an ordered read proves delivery.
-        post(
-            t,
-            Dir::Read,
-            target,
-            (probe.as_mut_ptr(), 8),
-            dst,
-            Trackers::own(&done),
-        )?;
+        transfer(t, Dir::Read, target, word.as_mut_ptr(), 8, dst)?;
     }
-    wait(t, &done, &|| format!("signalling rank {target}"))
+    Ok(())
 }
