@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing (scripts/setup.sh), builds every target of the
-# workspace and runs all its tests (debug profile).
+# workspace and runs all its tests (debug profile), then the RMA tests over
+# soft-RoCE when a guest runner is available (scripts/softroce-test.sh).
 #
 # Extra arguments are passed to `cargo test`, e.g.
 #     scripts/test.sh device_count        # a test-name filter
@@ -18,6 +19,11 @@ trap 'rm -f "$log"' EXIT
 
 status=0
 cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
+
+# Real verbs over soft-RoCE, where a guest runner is available (else SKIP).
+if [ "$status" -eq 0 ] && [ "$#" -eq 0 ]; then
+  scripts/softroce-test.sh 2>&1 | tee -a "$log" || status=$?
+fi
 
 echo
 echo "==================== cargo test summary ===================="

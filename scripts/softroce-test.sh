@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs the multi-process RMA tests over real verbs: libfabric's verbs;ofi_rxm
+# provider on a soft-RoCE device (rdma_rxe) inside a qemu guest.
+#
+# The guest runner is not part of this repository: point SOFTROCE_RUNNER at a
+# `run-in-vm.sh`-style script that boots a kernel with rdma_rxe and runs a
+# command in the current directory (the project's CI machines provide one at
+# ../shared/softroce/run-in-vm.sh, which is found automatically). Without a
+# runner this script prints SKIP and exits 0.
+#
+# Under TCG emulation the suite takes about 3 minutes.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+runner=${SOFTROCE_RUNNER:-}
+if [ -z "$runner" ] && [ -x ../shared/softroce/run-in-vm.sh ]; then
+  runner=$(cd ../shared/softroce && pwd)/run-in-vm.sh
+fi
+if [ -z "$runner" ] || [ ! -x "$runner" ]; then
+  echo "SKIP: soft-RoCE tests: no guest runner (set SOFTROCE_RUNNER to a run-in-vm.sh)"
+  exit 0
+fi
+if [ "${ONESIDED_SOFTROCE:-1}" = "0" ]; then
+  echo "SKIP: soft-RoCE tests: ONESIDED_SOFTROCE=0"
+  exit 0
+fi
+
+# Build the test binary on the host; the guest runs it with the host's userland.
+bin=$(cargo test --test rma --no-run --message-format=json 2>/dev/null |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+  echo "soft-RoCE tests: could not build the rma test binary" >&2
+  exit 1
+fi
+
+echo "== soft-RoCE: tests/rma.rs over verbs;ofi_rxm (rxe0) in a qemu guest =="
+export SOFTROCE_PASSENV="ONESIDED_TEST_PROVIDERS ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_TIMEOUT"
+export ONESIDED_TEST_PROVIDERS=verbs
+export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
+export ONESIDED_TEST_TIMEOUT=${ONESIDED_TEST_TIMEOUT:-300}
+export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1500}
+"$runner" "$bin" --test-threads=1
