@@ -45,7 +45,7 @@ fn timed_out(t: &OfiTransport, start: Instant) -> bool {
 
 /// Calls `post` until it stops returning `-FI_EAGAIN`. On failure the
 /// context (if any) is taken back and counted done.
-fn post_retry(
+pub(super) fn post_retry(
     t: &OfiTransport,
     call: &'static str,
     target: usize,
@@ -118,13 +118,13 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
 
 /// The trackers an operation counts on: its own and, optionally, a group's
 /// (the window's, so that a flush covers request-based operations).
-struct Trackers<'a> {
-    done: &'a Arc<Completion>,
-    group: Option<&'a Arc<Completion>>,
+pub(super) struct Trackers<'a> {
+    pub(super) done: &'a Arc<Completion>,
+    pub(super) group: Option<&'a Arc<Completion>>,
 }
 
 impl<'a> Trackers<'a> {
-    fn own(done: &'a Arc<Completion>) -> Self {
+    pub(super) fn own(done: &'a Arc<Completion>) -> Self {
         Trackers { done, group: None }
     }
 }
@@ -166,7 +166,8 @@ fn post(
         let ctx = OpContext {
             done: done.clone(),
             group: group.cloned(),
-            _mr: mr,
+            _mr: mr.into_iter().collect(),
+            _keep: None,
             what: dir.name(),
             target,
         }
