@@ -5,10 +5,11 @@
 //!
 //! * with `FI_ORDER_ATOMIC_RAW` (tcp, sockets) an update completes locally
 //!   and a flush is one atomic read of the target's control word;
-//! * without it (shm) every update asks for `FI_DELIVERY_COMPLETE`.
-//!
-//! Fetching operations always have delivery-complete semantics (the result
-//! comes from the target).
+//! * without it (shm) every update is posted as a *fetching* atomic into a
+//!   scratch buffer: fetching atomics always have delivery-complete
+//!   semantics (the result comes from the target), while shm 1.17 reports
+//!   a plain `fi_atomicmsg(FI_DELIVERY_COMPLETE)` complete before the target
+//!   applied it (lost updates seen in `tests/atomics.rs`).
 
 use std::any::Any;
 use std::os::raw::c_void;
@@ -29,6 +30,11 @@ pub fn valid(t: &OfiTransport, op: u32, datatype: u32, kind: AtomicKind) -> Opti
     if !t.props.atomics {
         return None;
     }
+    // Without ordered atomic reads, updates are posted as fetches.
+    let kind = match kind {
+        AtomicKind::Update if !t.props.ordered_atomic_raw => AtomicKind::Fetch,
+        k => k,
+    };
     let key = (op, datatype, kind);
     if let Some(v) = t
         .atomic_valid
@@ -64,6 +70,29 @@ struct Local {
     compare: *const u8,
     result: *mut u8,
 }
+
+/// Zeroed memory the provider writes results into that nobody reads.
+struct Scratch(*mut [u8]);
+
+impl Scratch {
+    fn new(len: usize) -> Scratch {
+        Scratch(Box::into_raw(vec![0u8; len].into_boxed_slice()))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from Box::into_raw in new, and the last
+        // operation writing to it completed (its context held this value).
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+// SAFETY: only the provider writes through the pointer, between post and
+// completion; the value itself is only dropped.
+unsafe impl Send for Scratch {}
+// SAFETY: as above; no method reads or writes the memory.
+unsafe impl Sync for Scratch {}
 
 fn kind_name(kind: AtomicKind) -> &'static str {
     match kind {
@@ -111,6 +140,23 @@ fn post(
 ) -> Result<()> {
     let Trackers { done, group } = trackers;
     t.ensure_alive()?;
+    // Without ordered atomic reads an update is a fetch into scratch memory
+    // (delivery-complete by definition), kept alive by every chunk.
+    let (kind, local, keep) = match kind {
+        AtomicKind::Update if !t.props.ordered_atomic_raw => {
+            let scratch = Arc::new(Scratch::new(what.count * elem));
+            let local = Local {
+                result: scratch.0.cast(),
+                ..local
+            };
+            let keep: Arc<dyn Any + Send + Sync> = match keep {
+                Some(k) => Arc::new((scratch, k)),
+                None => scratch,
+            };
+            (AtomicKind::Fetch, local, Some(keep))
+        }
+        k => (k, local, keep),
+    };
     let fi_addr = t.peer(target)?;
     let max = valid(t, what.op, what.datatype, kind).ok_or_else(|| unsupported(t, what, kind))?;
     let ep = t.ep.as_ptr();
@@ -160,42 +206,13 @@ fn post(
         .into_raw();
         let (dt, op, key) = (what.datatype, what.op, dst.key);
         match kind {
-            AtomicKind::Update if t.props.ordered_atomic_raw => {
+            AtomicKind::Update => {
                 post_retry(t, "fi_atomic", target, ctx, || {
                     // SAFETY: live endpoint; src holds n elements and stays
                     // valid until completion (caller contract); ctx is ours.
                     unsafe {
                         fi::fi_atomic(ep, src.cast(), n, src_desc, fi_addr, addr, key, dt, op, ctx)
                     }
-                })?
-            }
-            AtomicKind::Update => {
-                let ioc = fi::fi_ioc {
-                    addr: src.cast_mut().cast(),
-                    count: n,
-                };
-                let rma = fi::fi_rma_ioc {
-                    addr,
-                    count: n,
-                    key,
-                };
-                let mut descs = [src_desc];
-                let msg = fi::fi_msg_atomic {
-                    msg_iov: &ioc,
-                    desc: descs.as_mut_ptr(),
-                    iov_count: 1,
-                    addr: fi_addr,
-                    rma_iov: &rma,
-                    rma_iov_count: 1,
-                    datatype: dt,
-                    op,
-                    context: ctx,
-                    data: 0,
-                };
-                post_retry(t, "fi_atomicmsg", target, ctx, || {
-                    // SAFETY: msg and what it points to live across the call;
-                    // the provider copies the descriptors.
-                    unsafe { fi::fi_atomicmsg(ep, &msg, fi::FI_DELIVERY_COMPLETE) }
                 })?
             }
             AtomicKind::Fetch => post_retry(t, "fi_fetch_atomic", target, ctx, || {
