@@ -30,14 +30,13 @@ const HITS: usize = 100;
 /// Every rank, the owner included, adds 1 to one element of the last rank
 /// `HITS` times; the fetched values are exactly {0, ..., P*HITS - 1} and the
 /// final value is P*HITS.
-fn hammer<T: Num>() {
-    let world = World::init().expect("init");
+fn hammer<T: Num>(world: &World) {
     let (rank, p) = (world.rank(), world.size());
     let owner = p - 1;
     let total = p * HITS;
-    let mut counter = Window::<T>::allocate(&world, 1).expect("allocate");
+    let mut counter = Window::<T>::allocate(world, 1).expect("allocate");
     // Rank r's fetched values land at [r*HITS, (r+1)*HITS) on rank 0.
-    let mut seen = Window::<T>::allocate(&world, total).expect("allocate");
+    let mut seen = Window::<T>::allocate(world, total).expect("allocate");
     counter.lock_all().unwrap();
     let mut got = Vec::with_capacity(HITS);
     for _ in 0..HITS {
@@ -77,9 +76,11 @@ fn hammer<T: Num>() {
 }
 
 fn counters() {
-    hammer::<i64>();
-    hammer::<u32>();
-    hammer::<f64>();
+    // One World per process: PMI-1 can be initialised only once.
+    let world = World::init().expect("init");
+    hammer::<i64>(&world);
+    hammer::<u32>(&world);
+    hammer::<f64>(&world);
 }
 
 // ---- (b) every op x every type with accumulate --------------------------
@@ -120,11 +121,10 @@ const ACC_OPS: [Op; 11] = [
 /// Rank 0's window has one block of P+1 elements per op: element r is
 /// rank r's own, element P is shared by all. Each rank accumulates once
 /// into each (rank 0 on itself through the provider).
-fn every_op<T: Num>() {
-    let world = World::init().expect("init");
+fn every_op<T: Num>(world: &World) {
     let (rank, p) = (world.rank(), world.size());
     let block = p + 1;
-    let mut win = Window::<T>::allocate(&world, ACC_OPS.len() * block).expect("allocate");
+    let mut win = Window::<T>::allocate(world, ACC_OPS.len() * block).expect("allocate");
     if rank == 0 {
         for (k, &op) in ACC_OPS.iter().enumerate() {
             let init = vec![T::of(plan(op, 0).0); block];
@@ -186,16 +186,17 @@ fn every_op<T: Num>() {
 }
 
 fn every_op_every_type() {
-    every_op::<i8>();
-    every_op::<u8>();
-    every_op::<i16>();
-    every_op::<u16>();
-    every_op::<i32>();
-    every_op::<u32>();
-    every_op::<i64>();
-    every_op::<u64>();
-    every_op::<f32>();
-    every_op::<f64>();
+    let world = World::init().expect("init");
+    every_op::<i8>(&world);
+    every_op::<u8>(&world);
+    every_op::<i16>(&world);
+    every_op::<u16>(&world);
+    every_op::<i32>(&world);
+    every_op::<u32>(&world);
+    every_op::<i64>(&world);
+    every_op::<u64>(&world);
+    every_op::<f32>(&world);
+    every_op::<f64>(&world);
 }
 
 // ---- (c) compare_and_swap: election and lock-free counter ---------------

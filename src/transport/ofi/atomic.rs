@@ -25,6 +25,9 @@ use super::OfiTransport;
 use crate::error::{Error, Result};
 use crate::transport::{AtomicKind, AtomicOp, Completion, InFlight, RemoteAddr};
 
+/// Chunks of one large operation posted before waiting for them.
+const MAX_CHUNKS_IN_FLIGHT: usize = 64;
+
 /// Largest element count of one call, asked once per (op, datatype, kind).
 pub fn valid(t: &OfiTransport, op: u32, datatype: u32, kind: AtomicKind) -> Option<usize> {
     if !t.props.atomics {
@@ -161,7 +164,20 @@ fn post(
     let max = valid(t, what.op, what.datatype, kind).ok_or_else(|| unsupported(t, what, kind))?;
     let ep = t.ep.as_ptr();
     let mut first = 0;
+    let mut chunks = 0usize;
     while first < what.count {
+        if chunks > 0 && chunks % MAX_CHUNKS_IN_FLIGHT == 0 {
+            // Bound the chunks of one call in flight: with ~1000 outstanding
+            // atomics the sockets provider stopped completing them.
+            wait(t, done, &|| {
+                format!(
+                    "{} of {} elements at rank {target}",
+                    kind_name(kind),
+                    what.count
+                )
+            })?;
+        }
+        chunks += 1;
         let n = max.min(what.count - first);
         let (off, bytes) = (first * elem, n * elem);
         let at = |p: *const u8| -> *const u8 {
