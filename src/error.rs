@@ -68,6 +68,11 @@ pub enum Error {
     #[error("{0}")]
     InvalidArgument(String),
 
+    /// The provider (or this release) cannot do what was asked, e.g. an
+    /// accumulate operation the NIC does not offer for the element type.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+
     /// An operation did not complete in the allowed time (`ONESIDED_TIMEOUT`).
     #[error("timed out after {seconds} s while {what}")]
     Timeout { what: String, seconds: u64 },

@@ -18,6 +18,7 @@ pub mod transport;
 pub mod window;
 
 pub use api::element::Element;
+pub use api::op::Op;
 pub use api::request::Request;
 pub use api::window::{Window, WindowStats};
 pub use api::world::{World, WorldStats};

@@ -14,22 +14,37 @@ pub trait Element:
     const TAG: u64;
     /// Type name for messages.
     const NAME: &'static str;
+    /// The libfabric `fi_datatype` of the type (`FI_INT64`, `FI_DOUBLE`, ...),
+    /// for atomic operations.
+    const DATATYPE: u32;
+    /// Whether the type is an integer: bitwise and logical accumulate
+    /// operations are defined only on integers.
+    const INTEGER: bool;
 }
 
 macro_rules! element {
-    ($($t:ty => $tag:expr),* $(,)?) => {$(
+    ($($t:ty => $tag:expr, $dt:ident, $int:expr);* $(;)?) => {$(
         impl sealed::Sealed for $t {}
         impl Element for $t {
             const TAG: u64 = $tag;
             const NAME: &'static str = stringify!($t);
+            const DATATYPE: u32 = libfabric_sys::$dt;
+            const INTEGER: bool = $int;
         }
     )*};
 }
 
 element! {
-    i8 => 1, i16 => 2, i32 => 3, i64 => 4,
-    u8 => 5, u16 => 6, u32 => 7, u64 => 8,
-    f32 => 9, f64 => 10,
+    i8 => 1, FI_INT8, true;
+    i16 => 2, FI_INT16, true;
+    i32 => 3, FI_INT32, true;
+    i64 => 4, FI_INT64, true;
+    u8 => 5, FI_UINT8, true;
+    u16 => 6, FI_UINT16, true;
+    u32 => 7, FI_UINT32, true;
+    u64 => 8, FI_UINT64, true;
+    f32 => 9, FI_FLOAT, false;
+    f64 => 10, FI_DOUBLE, false;
 }
 
 /// Name of the element type with `tag`, for error messages.

@@ -4,6 +4,8 @@ use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod accumulate;
+
 use super::element::{tag_name, Element};
 use super::request::Request;
 use super::world::World;
@@ -31,6 +33,10 @@ pub struct Window<'a, T: Element> {
     epoch: Mutex<Epoch>,
     outstanding: Arc<Completion>,
     dirty: Mutex<HashSet<usize>>,
+    // Targets with atomic updates not yet flushed (may include ourselves:
+    // accumulates to oneself go through the provider too).
+    atomic_dirty: Mutex<HashSet<usize>>,
+    atomics: accumulate::Support,
     freed: bool,
     // Deregister before the memory goes away.
     reg: Option<Registration>,
@@ -91,6 +97,8 @@ impl<'a, T: Element> Window<'a, T> {
             epoch: Mutex::new(Epoch::Idle),
             outstanding: Arc::new(Completion::new()),
             dirty: Mutex::new(HashSet::new()),
+            atomic_dirty: Mutex::new(HashSet::new()),
+            atomics: accumulate::Support::probe::<T>(world.transport()),
             freed: false,
             reg: Some(reg),
             mem,
@@ -122,7 +130,7 @@ impl<'a, T: Element> Window<'a, T> {
                 .lock()
                 .map(|c| c.entries_for(self.id))
                 .unwrap_or(0),
-            dirty_targets: self.dirty.lock().map(|d| d.len()).unwrap_or(0),
+            dirty_targets: self.dirty_targets().len(),
         }
     }
 
@@ -372,8 +380,18 @@ impl<'a, T: Element> Window<'a, T> {
         })
     }
 
-    /// Makes every write to `rank` visible there.
+    /// Targets with writes or atomic updates not yet flushed.
+    fn dirty_targets(&self) -> HashSet<usize> {
+        let mut all: HashSet<usize> = self.dirty.lock().map(|d| d.clone()).unwrap_or_default();
+        if let Ok(a) = self.atomic_dirty.lock() {
+            all.extend(a.iter().copied());
+        }
+        all
+    }
+
+    /// Makes every write and atomic update to `rank` visible there.
     fn complete_remote(&self, rank: usize) -> Result<()> {
+        self.complete_atomics(rank)?;
         let was_dirty = self
             .dirty
             .lock()
@@ -401,12 +419,7 @@ impl<'a, T: Element> Window<'a, T> {
 
     fn complete_all(&self) -> Result<()> {
         self.complete_local()?;
-        let targets: Vec<usize> = self
-            .dirty
-            .lock()
-            .map(|d| d.iter().copied().collect())
-            .unwrap_or_default();
-        for t in targets {
+        for t in self.dirty_targets() {
             self.complete_remote(t)?;
         }
         Ok(())

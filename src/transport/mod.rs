@@ -52,6 +52,39 @@ pub struct TransportProps {
     pub ordered_raw: bool,
     /// The endpoint offers `FI_ATOMIC`.
     pub atomics: bool,
+    /// Atomic fetches are ordered after earlier atomic updates to the same
+    /// peer (`FI_ORDER_ATOMIC_RAW`) and a 64-bit atomic read is offered:
+    /// atomic updates complete locally and a flush is one atomic read.
+    /// Otherwise every atomic update asks for `FI_DELIVERY_COMPLETE`.
+    pub ordered_atomic_raw: bool,
+    /// Every atomic ordering (`FI_ORDER_ATOMIC_{RAR,RAW,WAR,WAW}`) is
+    /// promised, so several request-based atomics to one peer may be
+    /// outstanding at once without losing MPI's default accumulate ordering.
+    pub ordered_atomics: bool,
+}
+
+/// The three families of atomic operations, as `fi_atomicvalid`,
+/// `fi_fetch_atomicvalid` and `fi_compare_atomicvalid` ask about them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AtomicKind {
+    /// `fi_atomic`: update, nothing returned.
+    Update,
+    /// `fi_fetch_atomic`: update, the previous value returned.
+    Fetch,
+    /// `fi_compare_atomic`: compare-and-swap family.
+    Compare,
+}
+
+/// What an atomic operation does: a libfabric `fi_op` on elements of a
+/// libfabric `fi_datatype`, `count` elements of `data.len() / count` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtomicOp {
+    /// `fi_op` value (`FI_SUM`, `FI_ATOMIC_READ`, ...).
+    pub op: u32,
+    /// `fi_datatype` value (`FI_INT64`, ...).
+    pub datatype: u32,
+    /// Number of elements.
+    pub count: usize,
 }
 
 /// Where an operation lands: an address in the target's registration and its key.
@@ -108,6 +141,52 @@ pub trait Transport: Send + Sync {
     /// Writes one 64-bit word and returns once it is visible at the target
     /// (synchronization flags).
     fn put_signal(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()>;
+    /// Largest element count of one `kind` call of `op` on `datatype`, `None`
+    /// when the provider does not offer it (answers are cached).
+    fn atomic_valid(&self, op: u32, datatype: u32, kind: AtomicKind) -> Option<usize>;
+    /// Applies `what` with the elements of `data` to `dst` at `target`;
+    /// returns when `data` may be reused. Counts above the provider's limit
+    /// are split into several calls.
+    fn atomic(&self, target: usize, what: AtomicOp, data: &[u8], dst: RemoteAddr) -> Result<()>;
+    /// As [`Transport::atomic`], and returns the previous target values in
+    /// `result` (same length as `data`) once they arrived.
+    fn fetch_atomic(
+        &self,
+        target: usize,
+        what: AtomicOp,
+        data: &[u8],
+        result: &mut [u8],
+        dst: RemoteAddr,
+    ) -> Result<()>;
+    /// Compare-and-swap of one element (`FI_CSWAP`): writes `swap` where the
+    /// target equals `compare`; the previous value lands in `result`.
+    fn compare_atomic(
+        &self,
+        target: usize,
+        datatype: u32,
+        compare: &[u8],
+        swap: &[u8],
+        result: &mut [u8],
+        dst: RemoteAddr,
+    ) -> Result<()>;
+    /// Starts [`Transport::atomic`] from a buffer the transport holds.
+    fn atomic_async(
+        &self,
+        target: usize,
+        what: AtomicOp,
+        src: &InFlight,
+        dst: RemoteAddr,
+    ) -> Result<()>;
+    /// Starts [`Transport::fetch_atomic`]; `data` is kept alive by the
+    /// operation, the previous values land in `result`.
+    fn fetch_atomic_async(
+        &self,
+        target: usize,
+        what: AtomicOp,
+        data: Vec<u8>,
+        result: &InFlight,
+        dst: RemoteAddr,
+    ) -> Result<()>;
     /// Reads completions and drives the provider; returns how many completed.
     fn progress(&self) -> Result<usize>;
     /// Drives progress until `done` has nothing pending (bounded by the

@@ -21,8 +21,11 @@ pub struct OpContext {
     pub done: Arc<Completion>,
     /// A second tracker (the window's, so that a flush covers requests).
     pub group: Option<Arc<Completion>>,
-    /// A registration of the local buffer (`FI_MR_LOCAL`), closed afterwards.
-    pub _mr: Option<LocalMr>,
+    /// Registrations of the local buffers (`FI_MR_LOCAL`), closed afterwards.
+    pub _mr: Vec<LocalMr>,
+    /// A buffer the operation reads that nobody else owns (declared after
+    /// `_mr`, so it is deregistered before it is freed).
+    pub _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// What the operation was, for error messages.
     pub what: &'static str,
     /// Target rank, for error messages.

@@ -172,7 +172,18 @@ impl InfoList {
             None => auto_choice(&list)
                 .ok_or_else(|| Error::NoProvider("none of the automatic choices is present".into()))?,
         };
-        Self::dup(pick)
+        // Some providers (ofi_rxm) offer atomics only when asked for them:
+        // take the FI_ATOMIC variant of the same provider and domain if any.
+        let with_atomics = Self::query(fi::FI_RMA | fi::FI_MSG | fi::FI_ATOMIC)?;
+        let same = |e: &InfoRef<'_>| {
+            e.provider() == pick.provider()
+                && e.fabric() == pick.fabric()
+                && e.domain() == pick.domain()
+        };
+        match with_atomics.as_ref().and_then(|l| l.iter().find(same)) {
+            Some(atomic) => Self::dup(atomic),
+            None => Self::dup(pick),
+        }
     }
 }
 

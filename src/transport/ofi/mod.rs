@@ -11,6 +11,7 @@
 //!   it (shm) each write asks for `FI_DELIVERY_COMPLETE`.
 //! * **Peers** are inserted into the address vector when first contacted.
 
+mod atomic;
 mod cq;
 mod domain;
 pub mod fault;
@@ -33,7 +34,10 @@ use libfabric_sys as fi;
 use self::fault::check;
 use self::fid::Owned;
 use self::info::InfoList;
-use super::{Completion, InFlight, Memory, Registration, RemoteAddr, Transport, TransportProps};
+use super::{
+    AtomicKind, AtomicOp, Completion, InFlight, Memory, Registration, RemoteAddr, Transport,
+    TransportProps,
+};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -51,6 +55,7 @@ pub struct OfiTransport {
     props: TransportProps,
     address: Vec<u8>,
     peers: Mutex<HashMap<usize, fi::fi_addr_t>>,
+    atomic_valid: Mutex<HashMap<(u32, u32, AtomicKind), Option<usize>>>,
     next_key: AtomicU64,
     timeout: Option<Duration>,
     poisoned: AtomicBool,
@@ -75,7 +80,15 @@ impl OfiTransport {
             max_msg_size: entry.max_msg_size(),
             ordered_raw: entry.msg_order() & fi::FI_ORDER_RMA_RAW != 0,
             atomics: entry.caps() & fi::FI_ATOMIC != 0,
+            // Decided below, once the endpoint can be asked.
+            ordered_atomic_raw: false,
+            ordered_atomics: false,
         };
+        let atomic_order = fi::FI_ORDER_ATOMIC_RAR
+            | fi::FI_ORDER_ATOMIC_RAW
+            | fi::FI_ORDER_ATOMIC_WAR
+            | fi::FI_ORDER_ATOMIC_WAW;
+        let msg_order = entry.msg_order();
         let what = |step: &str| format!("{step} on provider {}", props.provider);
 
         let domain::Domain { domain, fabric } = domain::Domain::open(entry)?;
@@ -159,6 +172,7 @@ impl OfiTransport {
             props,
             address: name,
             peers: Mutex::new(HashMap::new()),
+            atomic_valid: Mutex::new(HashMap::new()),
             next_key: AtomicU64::new(1),
             timeout: config.timeout,
             poisoned: AtomicBool::new(false),
@@ -167,6 +181,12 @@ impl OfiTransport {
         if t.props.mr_local {
             t.staging = Some(staging::Staging::new(&t)?);
         }
+        // A flush of atomics is an atomic read of a 64-bit word, ordered
+        // after the updates (FI_ORDER_ATOMIC_RAW); see docs/semantics.md.
+        let read_word = atomic::valid(&t, fi::FI_ATOMIC_READ, fi::FI_UINT64, AtomicKind::Fetch);
+        t.props.ordered_atomic_raw =
+            msg_order & fi::FI_ORDER_ATOMIC_RAW != 0 && read_word.is_some();
+        t.props.ordered_atomics = msg_order & atomic_order == atomic_order;
         Ok(t)
     }
 
@@ -294,6 +314,58 @@ impl Transport for OfiTransport {
 
     fn put_signal(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
         rma::put_signal(self, target, value, dst)
+    }
+
+    fn atomic_valid(&self, op: u32, datatype: u32, kind: AtomicKind) -> Option<usize> {
+        atomic::valid(self, op, datatype, kind)
+    }
+
+    fn atomic(&self, target: usize, what: AtomicOp, data: &[u8], dst: RemoteAddr) -> Result<()> {
+        atomic::update(self, target, what, data, dst)
+    }
+
+    fn fetch_atomic(
+        &self,
+        target: usize,
+        what: AtomicOp,
+        data: &[u8],
+        result: &mut [u8],
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        atomic::fetch(self, target, what, data, result, dst)
+    }
+
+    fn compare_atomic(
+        &self,
+        target: usize,
+        datatype: u32,
+        compare: &[u8],
+        swap: &[u8],
+        result: &mut [u8],
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        atomic::compare(self, target, datatype, (compare, swap), result, dst)
+    }
+
+    fn atomic_async(
+        &self,
+        target: usize,
+        what: AtomicOp,
+        src: &InFlight,
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        atomic::update_async(self, target, what, src, dst)
+    }
+
+    fn fetch_atomic_async(
+        &self,
+        target: usize,
+        what: AtomicOp,
+        data: Vec<u8>,
+        result: &InFlight,
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        atomic::fetch_async(self, target, what, data, result, dst)
     }
 
     fn progress(&self) -> Result<usize> {

@@ -45,7 +45,7 @@ fn timed_out(t: &OfiTransport, start: Instant) -> bool {
 
 /// Calls `post` until it stops returning `-FI_EAGAIN`. On failure the
 /// context (if any) is taken back and counted done.
-fn post_retry(
+pub(super) fn post_retry(
     t: &OfiTransport,
     call: &'static str,
     target: usize,
@@ -118,13 +118,13 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
 
 /// The trackers an operation counts on: its own and, optionally, a group's
 /// (the window's, so that a flush covers request-based operations).
-struct Trackers<'a> {
-    done: &'a Arc<Completion>,
-    group: Option<&'a Arc<Completion>>,
+pub(super) struct Trackers<'a> {
+    pub(super) done: &'a Arc<Completion>,
+    pub(super) group: Option<&'a Arc<Completion>>,
 }
 
 impl<'a> Trackers<'a> {
-    fn own(done: &'a Arc<Completion>) -> Self {
+    pub(super) fn own(done: &'a Arc<Completion>) -> Self {
         Trackers { done, group: None }
     }
 }
@@ -194,7 +194,8 @@ fn post(
         let ctx = OpContext {
             done: done.clone(),
             group: group.cloned(),
-            _mr: mr,
+            _mr: mr.into_iter().collect(),
+            _keep: None,
             what: dir.name(),
             target,
         }
@@ -405,7 +406,10 @@ fn staged(
 }
 
 /// Takes a staging slot, driving progress while all are in use.
-fn acquire<'p>(t: &OfiTransport, pool: &'p staging::Staging) -> Result<staging::Slot<'p>> {
+pub(super) fn acquire<'p>(
+    t: &OfiTransport,
+    pool: &'p staging::Staging,
+) -> Result<staging::Slot<'p>> {
     let start = Instant::now();
     let mut round = 0;
     loop {

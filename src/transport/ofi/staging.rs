@@ -59,24 +59,46 @@ impl Slot<'_> {
     fn offset(&self) -> usize {
         self.index * SLOT_BYTES
     }
+    /// Address `at` bytes into the slot, for the provider.
+    pub fn ptr_at(&self, at: usize) -> *mut u8 {
+        self.pool
+            .mem
+            .as_ptr()
+            .wrapping_add(self.offset() + at.min(SLOT_BYTES))
+    }
     /// Start of the slot, for the provider.
     pub fn ptr(&self) -> *mut u8 {
-        self.pool.mem.as_ptr().wrapping_add(self.offset())
+        self.ptr_at(0)
     }
     /// Descriptor of the pool's registration.
     pub fn desc(&self) -> *mut std::os::raw::c_void {
         self.pool.mr.desc()
     }
+    /// Copies `data` into the slot at byte `at` (what does not fit is an error).
+    pub fn fill_at(&self, at: usize, data: &[u8]) -> Result<()> {
+        self.check(at, data.len())?;
+        self.pool.mem.write(self.offset() + at, data)
+    }
+    /// Copies `out.len()` bytes out of the slot from byte `at`.
+    pub fn drain_at(&self, at: usize, out: &mut [u8]) -> Result<()> {
+        self.check(at, out.len())?;
+        self.pool.mem.read(self.offset() + at, out)
+    }
     /// Copies `data` (at most [`SLOT_BYTES`]) into the slot.
     pub fn fill(&self, data: &[u8]) -> Result<()> {
-        self.pool
-            .mem
-            .write(self.offset(), &data[..data.len().min(SLOT_BYTES)])
+        self.fill_at(0, data)
     }
     /// Copies the first `out.len()` bytes of the slot out.
     pub fn drain(&self, out: &mut [u8]) -> Result<()> {
-        let n = out.len().min(SLOT_BYTES);
-        self.pool.mem.read(self.offset(), &mut out[..n])
+        self.drain_at(0, out)
+    }
+    fn check(&self, at: usize, n: usize) -> Result<()> {
+        match at.checked_add(n) {
+            Some(end) if end <= SLOT_BYTES => Ok(()),
+            _ => Err(crate::error::Error::InvalidArgument(format!(
+                "staging slot access at byte {at}, length {n}, beyond {SLOT_BYTES} bytes"
+            ))),
+        }
     }
 }
 

@@ -1,0 +1,346 @@
+//! The accumulate family over the provider's atomics: `accumulate`,
+//! `get_accumulate`, `fetch_and_op`, `compare_and_swap`, `raccumulate`,
+//! `rget_accumulate` (see `docs/semantics.md`).
+//!
+//! Every accumulate goes through the provider, also to oneself: a local
+//! read-modify-write would not be atomic with respect to the provider's
+//! atomics from other ranks (Open MPI issue 4688). Pairs of operation and
+//! element type the provider does not offer are refused for now; the
+//! software (active-message) path is a later step.
+
+use super::Window;
+use crate::api::element::Element;
+use crate::api::op::Op;
+use crate::api::request::Request;
+use crate::error::{Error, Result};
+use crate::transport::{AtomicKind, AtomicOp, InFlight, Transport};
+use crate::window::directory::{Descriptor, MAGIC};
+
+/// Which operations the provider runs in hardware for one element type,
+/// decided once per window.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Support {
+    update: [bool; Op::ALL.len()],
+    fetch: [bool; Op::ALL.len()],
+    compare: bool,
+}
+
+impl Support {
+    /// Asks the transport about every operation on `T`.
+    pub(super) fn probe<T: Element>(t: &dyn Transport) -> Support {
+        let ask = |op: Op, kind| t.atomic_valid(op.fi_op(), T::DATATYPE, kind).is_some();
+        Support {
+            update: Op::ALL.map(|op| ask(op, AtomicKind::Update)),
+            fetch: Op::ALL.map(|op| ask(op, AtomicKind::Fetch)),
+            compare: t
+                .atomic_valid(libfabric_sys::FI_CSWAP, T::DATATYPE, AtomicKind::Compare)
+                .is_some(),
+        }
+    }
+
+    fn has(&self, op: Option<Op>, kind: AtomicKind) -> bool {
+        match (op, kind) {
+            (Some(op), AtomicKind::Update) => self.update[op as usize],
+            (Some(op), AtomicKind::Fetch) => self.fetch[op as usize],
+            (_, AtomicKind::Compare) => self.compare,
+            (None, _) => false,
+        }
+    }
+}
+
+impl<T: Element> Window<'_, T> {
+    fn atomic_op(op: Op, count: usize) -> AtomicOp {
+        AtomicOp {
+            op: op.fi_op(),
+            datatype: T::DATATYPE,
+            count,
+        }
+    }
+
+    /// Validates an atomic access: the operation on `T`, hardware support,
+    /// then as put/get (`access`). Makes sure the target, even ourselves, is
+    /// a peer of the transport, and keeps MPI's accumulate ordering where
+    /// the provider does not promise it.
+    fn atomic_access(
+        &self,
+        call: &'static str,
+        op: Option<Op>,
+        kind: AtomicKind,
+        (rank, disp, n): (usize, usize, usize),
+    ) -> Result<(usize, Descriptor)> {
+        let name = op.map_or("CSWAP", Op::name);
+        if let Some(op) = op {
+            if op.integer_only() && !T::INTEGER {
+                return Err(Error::InvalidArgument(format!(
+                    "window {}: {call} to rank {rank} at element offset {disp}, length {n}: \
+                     {op} is a bitwise/logical operation, not defined on {}",
+                    self.id,
+                    T::NAME
+                )));
+            }
+        }
+        if !self.atomics.has(op, kind) {
+            return Err(Error::Unsupported(format!(
+                "window {}: {call} to rank {rank} at element offset {disp}, length {n}: \
+                 software accumulate not implemented yet for op {name} on type {} with provider {}",
+                self.id,
+                T::NAME,
+                self.world.provider()
+            )));
+        }
+        let (off, d) = self.access(call, rank, disp, n)?;
+        if rank == self.world.rank() {
+            // Loopback through our own endpoint: contacts ourselves once.
+            self.world.control(rank)?;
+        }
+        if !self.world.transport_props().ordered_atomics && self.outstanding.pending() > 0 {
+            // Request-based atomics in flight could be overtaken.
+            self.complete_local()?;
+        }
+        Ok((off, d))
+    }
+
+    fn mark_atomic_dirty(&self, rank: usize) {
+        if self.world.transport_props().ordered_atomic_raw {
+            if let Ok(mut d) = self.atomic_dirty.lock() {
+                d.insert(rank);
+            }
+        }
+    }
+
+    /// Makes every atomic update to `rank` visible there: one atomic read of
+    /// the control word, which the provider orders after earlier atomic
+    /// updates (`FI_ORDER_ATOMIC_RAW`). An RMA read would not do: with
+    /// `FI_ATOMIC` requested, tcp;ofi_rxm promises no order between atomics
+    /// and RMA (`FI_ORDER_RAW` is dropped).
+    pub(super) fn complete_atomics(&self, rank: usize) -> Result<()> {
+        let was_dirty = self
+            .atomic_dirty
+            .lock()
+            .map(|mut d| d.remove(&rank))
+            .unwrap_or(self.world.transport_props().ordered_atomic_raw);
+        if !was_dirty {
+            return Ok(());
+        }
+        let ctrl = self.world.control(rank)?;
+        let mut word = [0u8; 8];
+        let read = AtomicOp {
+            op: libfabric_sys::FI_ATOMIC_READ,
+            datatype: libfabric_sys::FI_UINT64,
+            count: 1,
+        };
+        self.world
+            .transport()
+            .fetch_atomic(rank, read, &[0u8; 8], &mut word, ctrl)?;
+        if u64::from_ne_bytes(word) != MAGIC {
+            return Err(Error::Protocol {
+                peer: format!("rank {rank}"),
+                message: format!(
+                    "window {}: atomic flush read returned a wrong control word",
+                    self.id
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Applies `op` with `data` to `rank`'s window at element `disp`,
+    /// element by element, atomically with respect to every other
+    /// accumulate. Returns when `data` may be reused; the result is visible
+    /// after a flush or the end of the epoch. `NO_OP` is refused here (use
+    /// [`Window::get_accumulate`]).
+    pub fn accumulate(&self, rank: usize, disp: usize, data: &[T], op: Op) -> Result<()> {
+        if op == Op::NoOp {
+            return Err(Error::InvalidArgument(format!(
+                "window {}: accumulate to rank {rank} at element offset {disp}: \
+                 NO_OP is only for get_accumulate and fetch_and_op",
+                self.id
+            )));
+        }
+        let n = data.len();
+        let (off, d) =
+            self.atomic_access("accumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
+        if n == 0 {
+            return Ok(());
+        }
+        self.mark_atomic_dirty(rank);
+        self.world.transport().atomic(
+            rank,
+            Self::atomic_op(op, n),
+            bytemuck::cast_slice(data),
+            Self::remote(&d, off),
+        )
+    }
+
+    /// Applies `op` with `data` at `rank`'s window at `disp` and returns the
+    /// previous values in `result` (same length as `data`; with `NO_OP`,
+    /// `data` may be empty). Returns when `result` is filled.
+    pub fn get_accumulate(
+        &self,
+        rank: usize,
+        disp: usize,
+        data: &[T],
+        result: &mut [T],
+        op: Op,
+    ) -> Result<()> {
+        let n = result.len();
+        let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
+        let (off, d) = self.atomic_access(
+            "get_accumulate",
+            Some(op),
+            AtomicKind::Fetch,
+            (rank, disp, n),
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        self.world.transport().fetch_atomic(
+            rank,
+            Self::atomic_op(op, n),
+            &data,
+            bytemuck::cast_slice_mut(result),
+            Self::remote(&d, off),
+        )
+    }
+
+    /// The origin bytes of a fetching accumulate: `data`, or zeros for an
+    /// empty `data` with `NO_OP` (the provider reads a buffer of full length).
+    fn origin(
+        &self,
+        call: &str,
+        rank: usize,
+        disp: usize,
+        data: &[T],
+        n: usize,
+        op: Op,
+    ) -> Result<Vec<u8>> {
+        if data.len() == n {
+            return Ok(bytemuck::cast_slice(data).to_vec());
+        }
+        if op == Op::NoOp && data.is_empty() {
+            return Ok(vec![0u8; n * std::mem::size_of::<T>()]);
+        }
+        Err(Error::InvalidArgument(format!(
+            "window {}: {call} to rank {rank} at element offset {disp}: \
+             {} origin elements for a result of {n}",
+            self.id,
+            data.len()
+        )))
+    }
+
+    /// Atomically applies `op` with `value` to one element and returns the
+    /// previous value (`MPI_Fetch_and_op`).
+    pub fn fetch_and_op(&self, rank: usize, disp: usize, value: T, op: Op) -> Result<T> {
+        let mut old = [T::zeroed()];
+        let (off, d) =
+            self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
+        self.world.transport().fetch_atomic(
+            rank,
+            Self::atomic_op(op, 1),
+            bytemuck::bytes_of(&value),
+            bytemuck::cast_slice_mut(&mut old),
+            Self::remote(&d, off),
+        )?;
+        Ok(old[0])
+    }
+
+    /// Atomically replaces the element at `disp` by `swap` if it equals
+    /// `compare`; returns the previous value either way.
+    pub fn compare_and_swap(&self, rank: usize, disp: usize, compare: T, swap: T) -> Result<T> {
+        let mut old = [T::zeroed()];
+        let (off, d) = self.atomic_access(
+            "compare_and_swap",
+            None,
+            AtomicKind::Compare,
+            (rank, disp, 1),
+        )?;
+        self.world.transport().compare_atomic(
+            rank,
+            T::DATATYPE,
+            bytemuck::bytes_of(&compare),
+            bytemuck::bytes_of(&swap),
+            bytemuck::cast_slice_mut(&mut old),
+            Self::remote(&d, off),
+        )?;
+        Ok(old[0])
+    }
+
+    /// Starts an [`accumulate`](Window::accumulate); the request owns
+    /// `data` until it completes locally.
+    pub fn raccumulate<B>(
+        &self,
+        rank: usize,
+        disp: usize,
+        mut data: B,
+        op: Op,
+    ) -> Result<Request<'_, B>>
+    where
+        B: AsMut<[T]> + Send + 'static,
+    {
+        if op == Op::NoOp {
+            return Err(Error::InvalidArgument(format!(
+                "window {}: raccumulate to rank {rank} at element offset {disp}: \
+                 NO_OP is only for get_accumulate and fetch_and_op",
+                self.id
+            )));
+        }
+        let n = data.as_mut().len();
+        let (off, d) =
+            self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
+        let what = format!(
+            "raccumulate ({op}) of {n} {} to rank {rank} (window {})",
+            T::NAME,
+            self.id
+        );
+        let t = self.world.transport();
+        if n == 0 {
+            return Ok(Request::new(t, InFlight::new(data, None), what));
+        }
+        self.mark_atomic_dirty(rank);
+        let f = InFlight::new(data, Some(self.outstanding.clone()));
+        t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off))?;
+        Ok(Request::new(t, f, what))
+    }
+
+    /// Starts a [`get_accumulate`](Window::get_accumulate): `data` is
+    /// copied, the request owns `result` and gives it back, filled, from
+    /// `wait`.
+    pub fn rget_accumulate<B>(
+        &self,
+        rank: usize,
+        disp: usize,
+        data: &[T],
+        mut result: B,
+        op: Op,
+    ) -> Result<Request<'_, B>>
+    where
+        B: AsMut<[T]> + Send + 'static,
+    {
+        let n = result.as_mut().len();
+        let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
+        let (off, d) = self.atomic_access(
+            "rget_accumulate",
+            Some(op),
+            AtomicKind::Fetch,
+            (rank, disp, n),
+        )?;
+        let what = format!(
+            "rget_accumulate ({op}) of {n} {} at rank {rank} (window {})",
+            T::NAME,
+            self.id
+        );
+        let t = self.world.transport();
+        if n == 0 {
+            return Ok(Request::new(t, InFlight::new(result, None), what));
+        }
+        let f = InFlight::new(result, Some(self.outstanding.clone()));
+        t.fetch_atomic_async(
+            rank,
+            Self::atomic_op(op, n),
+            origin,
+            &f,
+            Self::remote(&d, off),
+        )?;
+        Ok(Request::new(t, f, what))
+    }
+}
