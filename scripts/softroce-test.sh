@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the multi-process RMA tests over real verbs: libfabric's verbs;ofi_rxm
+# Runs the multi-process RMA and atomics tests over real verbs: libfabric's verbs;ofi_rxm
 # provider on a soft-RoCE device (rdma_rxe) inside a qemu guest.
 #
 # The guest runner is not part of this repository: point SOFTROCE_RUNNER at a
@@ -8,7 +8,7 @@
 # ../shared/softroce/run-in-vm.sh, which is found automatically). Without a
 # runner this script prints SKIP and exits 0.
 #
-# Under TCG emulation the suite takes about 3 minutes.
+# Under TCG emulation this takes about 5 minutes.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,18 +26,20 @@ if [ "${ONESIDED_SOFTROCE:-1}" = "0" ]; then
   exit 0
 fi
 
-# Build the test binary on the host; the guest runs it with the host's userland.
-bin=$(cargo test --test rma --no-run --message-format=json 2>/dev/null |
-  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-if [ -z "$bin" ] || [ ! -x "$bin" ]; then
-  echo "soft-RoCE tests: could not build the rma test binary" >&2
+# Build the test binaries on the host; the guest runs them with the host's userland.
+bins=$(cargo test --test rma --test atomics --no-run --message-format=json 2>/dev/null |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+if [ "$(echo "$bins" | grep -c .)" -ne 2 ]; then
+  echo "soft-RoCE tests: could not build the rma and atomics test binaries" >&2
   exit 1
 fi
 
-echo "== soft-RoCE: tests/rma.rs over verbs;ofi_rxm (rxe0) in a qemu guest =="
+echo "== soft-RoCE: tests/rma.rs and tests/atomics.rs over verbs;ofi_rxm (rxe0) in a qemu guest =="
 export SOFTROCE_PASSENV="ONESIDED_TEST_PROVIDERS ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_TIMEOUT"
 export ONESIDED_TEST_PROVIDERS=verbs
 export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 export ONESIDED_TEST_TIMEOUT=${ONESIDED_TEST_TIMEOUT:-300}
 export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1500}
-"$runner" "$bin" --test-threads=1
+# One guest boot for both binaries; the first failure fails the stage.
+script='for b in "$@"; do "$b" --test-threads=1 || exit $?; done'
+"$runner" sh -c "$script" sh $bins

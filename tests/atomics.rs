@@ -438,3 +438,24 @@ spmd_test!(get_accumulate_read_and_swap, &[2, 4], read_and_swap);
 spmd_test!(accumulate_ordering, &[2, 4], ordering);
 spmd_test!(accumulate_large_counts, &[2, 4], large);
 spmd_test!(accumulate_errors, &[2, 4], errors);
+
+/// The `FI_MR_LOCAL` paths of atomics (operands staged through registered
+/// slots, per-operation registration of large and request buffers), forced on
+/// tcp and shm so they run without RDMA hardware.
+#[test]
+fn mr_local_paths_work() {
+    let env = [("ONESIDED_MR_LOCAL", "1")];
+    for p in common::providers()
+        .iter()
+        .filter(|p| *p == "tcp" || *p == "shm")
+    {
+        for t in [
+            "fetch_and_op_counter",
+            "accumulate_every_op_every_type",
+            "compare_and_swap_election_and_counter",
+            "accumulate_large_counts",
+        ] {
+            common::run_variant(module_path!(), t, 2, p, &env);
+        }
+    }
+}

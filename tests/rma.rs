@@ -386,24 +386,6 @@ fn singleton_program_works() {
     }
 }
 
-/// Runs the body of spmd test `test` under onesided-run with extra
-/// environment, and checks every rank passed it.
-fn run_variant(test: &str, ranks: usize, provider: &str, env: &[(&str, &str)]) {
-    let name = common::test_name(module_path!(), test);
-    let mut cmd = common::onesided_run_command(&name, ranks, &["--provider", provider]);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = common::run_with_limit(cmd, common::job_timeout());
-    let passed = out.stdout.matches("test result: ok. 1 passed").count();
-    assert!(
-        out.status.is_some_and(|s| s.success()) && passed == ranks,
-        "{test} with {env:?} on {provider}: {passed} of {ranks} ranks passed\n{}",
-        out.tail(40)
-    );
-    eprintln!("[harness] {test} with {env:?}: onesided-run -n {ranks} provider={provider}: ok");
-}
-
 /// The `FI_MR_LOCAL` paths (registered staging slots for small transfers and
 /// sync words, per-operation registration of large and request buffers) run
 /// on tcp when forced, so they are tested without RDMA hardware; puts of
@@ -415,7 +397,13 @@ fn mr_local_paths_work() {
         return;
     }
     let env = [("ONESIDED_MR_LOCAL", "1")];
-    run_variant("put_get_every_size_lock_all", 2, "tcp", &env);
-    run_variant("misuse_gives_errors", 2, "tcp", &env);
-    run_variant("put_get_every_size_fence", 2, "tcp", &env);
+    common::run_variant(
+        module_path!(),
+        "put_get_every_size_lock_all",
+        2,
+        "tcp",
+        &env,
+    );
+    common::run_variant(module_path!(), "misuse_gives_errors", 2, "tcp", &env);
+    common::run_variant(module_path!(), "put_get_every_size_fence", 2, "tcp", &env);
 }

@@ -476,3 +476,21 @@ macro_rules! spmd_test {
         $crate::spmd_test!($name, jobs = $crate::common::matrix($ranks), $body);
     };
 }
+
+/// Runs the body of spmd test `test` (declared in `module`) under
+/// onesided-run with extra environment, and checks that every rank passed it.
+pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: &[(&str, &str)]) {
+    let name = test_name(module, test);
+    let mut cmd = onesided_run_command(&name, ranks, &["--provider", provider]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = run_with_limit(cmd, job_timeout());
+    let passed = out.stdout.matches("test result: ok. 1 passed").count();
+    assert!(
+        out.status.is_some_and(|s| s.success()) && passed == ranks,
+        "{test} with {env:?} on {provider}: {passed} of {ranks} ranks passed\n{}",
+        out.tail(40)
+    );
+    eprintln!("[harness] {test} with {env:?}: onesided-run -n {ranks} provider={provider}: ok");
+}
