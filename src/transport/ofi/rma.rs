@@ -347,19 +347,27 @@ fn transfer(
             desc: direct.as_ref().map(|m| m.desc()),
         };
         let done = Arc::new(Completion::new());
-        post(t, dir, target, local, remote, Trackers::own(&done))?;
-        return wait(t, &done, &what);
+        return post_then_wait(t, dir, target, local, remote, &done, &what);
     }
     let done = Arc::new(Completion::new());
-    post(
-        t,
-        dir,
-        target,
-        Local::of(buf, len),
-        remote,
-        Trackers::own(&done),
-    )?;
-    wait(t, &done, &what)
+    post_then_wait(t, dir, target, Local::of(buf, len), remote, &done, &what)
+}
+
+/// Posts and waits; waits even when a later chunk's post failed, because
+/// earlier chunks may still be using the caller's buffer.
+fn post_then_wait(
+    t: &OfiTransport,
+    dir: Dir,
+    target: usize,
+    local: Local,
+    remote: RemoteAddr,
+    done: &Arc<Completion>,
+    what: &dyn Fn() -> String,
+) -> Result<()> {
+    let posted = post(t, dir, target, local, remote, Trackers::own(done));
+    let waited = wait(t, done, what);
+    posted?;
+    waited
 }
 
 /// Moves `len` bytes through staging slots, one slot-sized chunk at a time.
