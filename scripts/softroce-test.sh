@@ -28,7 +28,7 @@ fi
 
 # Build the test binaries on the host; the guest runs them with the host's userland.
 bins=$(cargo test --test rma --test atomics --no-run --message-format=json 2>/dev/null |
-  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+  grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
 if [ "$(echo "$bins" | grep -c .)" -ne 2 ]; then
   echo "soft-RoCE tests: could not build the rma and atomics test binaries" >&2
   exit 1
