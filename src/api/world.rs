@@ -191,10 +191,28 @@ impl World {
 }
 
 impl Drop for World {
+    /// Leaving is collective. The RMA barrier completes everyone's traffic,
+    /// but its last flag writes are confirmed by reads that the *receivers*
+    /// must still serve; a receiver that tore down right after seeing its
+    /// flags would cut those reads off (and the writer would stop before
+    /// sending its later flags, hanging a third rank). So nobody tears down
+    /// before an out-of-band bootstrap barrier, during which the progress
+    /// agent keeps serving peers (started for the occasion in manual mode).
     fn drop(&mut self) {
         if !std::thread::panicking() {
             if let Err(e) = self.barrier() {
                 tracing::warn!("final barrier failed: {e}");
+            }
+            if let Ok(mut agent) = self.agent.lock() {
+                if agent.is_none() {
+                    match ProgressAgent::start(self.transport.clone()) {
+                        Ok(a) => *agent = Some(a),
+                        Err(e) => tracing::warn!("no progress agent for the final barrier: {e}"),
+                    }
+                }
+            }
+            if let Err(e) = self.boot.barrier() {
+                tracing::warn!("final bootstrap barrier failed: {e}");
             }
         }
         if let Ok(mut a) = self.agent.lock() {
