@@ -65,7 +65,7 @@ struct Cli {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     reps: u32,
     /// Target seconds per repetition (iterations = min(max-iters, time / op time), at least 3).
-    #[arg(long, default_value_t = 0.5, value_parser = parse_time)]
+    #[arg(long, default_value_t = 0.5, value_parser = parse_time, allow_negative_numbers = true)]
     time: f64,
     /// Most iterations per repetition.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
