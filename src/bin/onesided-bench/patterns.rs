@@ -137,6 +137,9 @@ pub struct Origin<'w> {
     stamp: u64,
     /// Transport address of each target's window (raw mode).
     remote: Vec<Option<RemoteAddr>>,
+    /// Targets written in raw mode since their last raw flush (the window
+    /// layer keeps the same set: a flush after gets only sends no read).
+    raw_dirty: Vec<bool>,
     ordered_raw: bool,
 }
 
@@ -149,6 +152,7 @@ impl<'w> Origin<'w> {
             last_stamp: vec![0; world.size()],
             stamp: 0,
             remote: vec![None; world.size()],
+            raw_dirty: vec![false; world.size()],
             ordered_raw: world.transport_props().ordered_raw,
         }
     }
@@ -170,11 +174,11 @@ impl<'w> Origin<'w> {
         Ok(r)
     }
 
-    /// Raw remote completion: on providers with ordered read-after-write an
-    /// 8-byte read of the target's window (the window layer reads its control
+    /// Raw remote completion: on providers with ordered read-after-write, if
+    /// `rank` was written since the last flush, an 8-byte read of the target's window (the window layer reads its control
     /// word instead); otherwise every put was already delivery-complete.
     fn raw_flush(&mut self, rank: usize) -> onesided::Result<()> {
-        if self.ordered_raw {
+        if self.ordered_raw && std::mem::take(&mut self.raw_dirty[rank]) {
             let at = self.remote(rank)?;
             let mut word = [0u8; 8];
             self.world.bench_transport().get(rank, &mut word, at)?;
@@ -189,6 +193,7 @@ impl<'w> Origin<'w> {
             Mode::Onesided => self.win.put(rank, 0, &self.buf[..len]),
             Mode::Raw => {
                 let at = self.remote(rank)?;
+                self.raw_dirty[rank] = true;
                 self.world.bench_transport().put(rank, &self.buf[..len], at)
             }
         }
