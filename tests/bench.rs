@@ -68,6 +68,31 @@ fn bench_tcp_json_put_get_latency() {
     assert!(check["checked"].as_u64().unwrap_or(0) >= 8, "{check}");
 }
 
+/// Negative control: targets told to expect a wrong value must make the
+/// check fail, with a non-zero exit.
+#[test]
+fn bench_check_detects_wrong_data() {
+    let mut cmd = Command::new(common::onesided_run());
+    cmd.args(["-n", "2", "--provider", "shm", BENCH])
+        .args(["--ops", "put_lat", "--sizes", "8", "--reps", "1"])
+        .args(["--time", "0.01", "--json", "--expect-wrong"])
+        .env_remove("ONESIDED_PROVIDER");
+    let out = common::run_with_limit(cmd, Duration::from_secs(60));
+    let status = out.status.expect("onesided-bench did not finish");
+    assert!(
+        !status.success(),
+        "check passed on wrong data:\n{}",
+        out.tail(20)
+    );
+    let lines = json_lines(&out.stdout);
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
+    assert_eq!(check["check"], "FAIL");
+    assert!(check["failed"].as_array().is_some_and(|f| !f.is_empty()));
+}
+
 #[test]
 fn bench_rejects_bad_options_clearly() {
     for (args, needle) in [

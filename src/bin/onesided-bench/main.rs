@@ -82,6 +82,10 @@ struct Cli {
     /// Also run every pattern directly on the transport (no window layer).
     #[arg(long)]
     raw: bool,
+    /// Negative control for the tests: ask the targets to expect a wrong
+    /// last value, so the check must fail.
+    #[arg(long, hide = true)]
+    expect_wrong: bool,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -114,6 +118,7 @@ struct Commander<'a, 'w> {
     world: &'w World,
     ctl: &'a Window<'w, u64>,
     seq: u64,
+    expect_wrong: bool,
 }
 
 impl Commander<'_, '_> {
@@ -198,7 +203,12 @@ fn origin(
     max_size: usize,
 ) -> Result<Outcome, Box<dyn Error>> {
     let n = world.size();
-    let mut cmd = Commander { world, ctl, seq: 0 };
+    let mut cmd = Commander {
+        world,
+        ctl,
+        seq: 0,
+        expect_wrong: cli.expect_wrong,
+    };
     let mut o = Origin::new(world, win, max_size);
     o.win.lock_all()?;
     let mut out = Outcome {
@@ -235,6 +245,7 @@ fn origin(
         for size in sizes {
             for &mode in modes {
                 let label = format!("{} {} {}", op.name(), size, mode.name());
+                o.clear_stamps();
                 let want_get = if op.writes() {
                     None
                 } else {
@@ -274,25 +285,12 @@ fn origin(
                             .push(format!("{label}: last get returned wrong data"));
                     }
                 }
-                // The target compares what it holds with the last value written.
-                let stamps = o.last_stamp.clone();
-                let before: Vec<u64> = (1..n)
-                    .map(|r| cmd.failures(r))
-                    .collect::<onesided::Result<_>>()?;
-                cmd.send(VERIFY, op, mode, size, 0, &stamps)?;
-                world.barrier()?;
-                for r in 1..n {
-                    if cmd.failures(r)? != before[r - 1] {
-                        out.failed
-                            .push(format!("{label}: rank {r} holds the wrong last value"));
-                    } else if stamps[r] != 0 {
-                        out.checked.push(format!("{label}: last value at rank {r}"));
-                    }
-                }
+                verify(&mut cmd, &o, op, mode, size, &label, &mut out)?;
             }
         }
     }
     // Round trip: 1 MiB put, flush, get back; the target checks it too.
+    o.clear_stamps();
     let want = o.roundtrip(CHECK_BYTES)?;
     if o.buf[..CHECK_BYTES] == want[..] {
         out.checked.push("1MiB put/get round trip".into());
@@ -305,21 +303,55 @@ fn origin(
         out.failed
             .push(format!("1MiB put/get round trip: {bad} bytes differ"));
     }
-    let before = cmd.failures(1)?;
-    let stamps = o.last_stamp.clone();
-    cmd.send(VERIFY, Op::PutLat, Mode::Onesided, CHECK_BYTES, 0, &stamps)?;
-    world.barrier()?;
-    if cmd.failures(1)? == before {
-        out.checked.push("1MiB put at rank 1".into());
-    } else {
-        out.failed.push("1MiB put: rank 1 holds wrong data".into());
-    }
+    verify(
+        &mut cmd,
+        &o,
+        Op::PutLat,
+        Mode::Onesided,
+        CHECK_BYTES,
+        "1MiB put",
+        &mut out,
+    )?;
     cmd.send(STOP, Op::PutLat, Mode::Onesided, 0, 0, &[])?;
     world.barrier()?;
     let mut win = o.into_window();
     win.unlock_all()?;
     win.free()?;
     Ok(out)
+}
+
+/// The targets compare what they hold with the last value the pattern wrote
+/// to them (ranks it did not write skip the check).
+fn verify(
+    cmd: &mut Commander<'_, '_>,
+    o: &Origin<'_>,
+    op: Op,
+    mode: Mode,
+    size: usize,
+    label: &str,
+    out: &mut Outcome,
+) -> onesided::Result<()> {
+    let n = cmd.world.size();
+    let mut stamps = o.last_stamp.clone();
+    if cmd.expect_wrong {
+        for s in stamps.iter_mut().filter(|s| **s != 0) {
+            *s += 1_000_000;
+        }
+    }
+    let before: Vec<u64> = (1..n)
+        .map(|r| cmd.failures(r))
+        .collect::<onesided::Result<_>>()?;
+    cmd.send(VERIFY, op, mode, size, 0, &stamps)?;
+    cmd.world.barrier()?;
+    for r in 1..n {
+        if cmd.failures(r)? != before[r - 1] {
+            out.failed
+                .push(format!("{label}: rank {r} holds the wrong last value"));
+        } else if stamps[r] != 0 {
+            out.checked.push(format!("{label}: last value at rank {r}"));
+        }
+    }
+    Ok(())
 }
 
 /// A target: follows rank 0's commands until STOP; true if every check passed.

@@ -157,6 +157,12 @@ impl<'w> Origin<'w> {
         }
     }
 
+    /// Forgets which ranks were written (at the start of each pattern, so
+    /// that only the ranks a pattern wrote are checked, with its size).
+    pub fn clear_stamps(&mut self) {
+        self.last_stamp.fill(0);
+    }
+
     fn next_stamp(&mut self, len: usize) -> u64 {
         self.stamp += 1;
         let s = self.stamp.to_le_bytes();
