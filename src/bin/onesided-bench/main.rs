@@ -435,7 +435,7 @@ fn header(world: &World, cli: &Cli) -> Header {
     }
 }
 
-fn emit(world: &World, cli: &Cli, head: Header, out: Outcome) -> Result<bool, Box<dyn Error>> {
+fn emit(cli: &Cli, head: Header, out: Outcome) -> Result<bool, Box<dyn Error>> {
     let ok = out.failed.is_empty();
     let doc = Document {
         header: head,
@@ -482,7 +482,6 @@ fn emit(world: &World, cli: &Cli, head: Header, out: Outcome) -> Result<bool, Bo
         plot::write(path, &caption, &doc.results)
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
-    let _ = world;
     Ok(ok)
 }
 
@@ -509,7 +508,7 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         let out = origin(&world, cli, win, &ctl, max_size)?;
         ctl.unlock_all()?;
         ctl.free()?;
-        emit(&world, cli, head, out)?
+        emit(cli, head, out)?
     } else {
         let ok = target(&world, win, &ctl)?;
         ctl.unlock_all()?;
