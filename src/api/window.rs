@@ -134,6 +134,18 @@ impl<'a, T: Element> Window<'a, T> {
         }
     }
 
+    /// Benchmark support (`onesided-bench --raw`), not a stable API: the
+    /// transport address and key of element `disp` of `rank`'s window
+    /// (fetching the descriptor on first contact), for use with
+    /// [`World::bench_transport`].
+    #[doc(hidden)]
+    pub fn bench_remote(&self, rank: usize, disp: usize) -> Result<RemoteAddr> {
+        self.alive("bench_remote")?;
+        self.check_rank(rank)?;
+        let d = self.target(rank)?;
+        Ok(Self::remote(&d, disp * std::mem::size_of::<T>()))
+    }
+
     // ---- local access -------------------------------------------------
 
     /// Copies local window elements starting at `disp` into `out`.

@@ -120,6 +120,15 @@ impl World {
         self.transport.props()
     }
 
+    /// Benchmark support (`onesided-bench --raw`), not a stable API: the
+    /// transport under the window layer, so a benchmark can issue the same
+    /// operations with no epochs, descriptor lookups or rkey cache and show
+    /// the floor beside each figure.
+    #[doc(hidden)]
+    pub fn bench_transport(&self) -> &dyn Transport {
+        self.transport.as_ref()
+    }
+
     /// How the job was started (`onesided-run`, `pmi1`, `singleton`).
     pub fn bootstrap_name(&self) -> &'static str {
         self.boot.name()

@@ -1,0 +1,357 @@
+//! The measured patterns, issued either through the window layer
+//! (`onesided`) or directly on the transport (`raw`).
+
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use onesided::transport::RemoteAddr;
+use onesided::{Assert, Window, World};
+use serde::Serialize;
+
+/// Operations per iteration of the bandwidth patterns.
+pub const BW_WINDOW: usize = 64;
+/// Puts per iteration of `msg_rate` (at least one per target).
+pub const RATE_BATCH: usize = 64;
+
+/// A benchmark pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// One put + flush.
+    #[value(name = "put_lat")]
+    PutLat,
+    /// One get + flush.
+    #[value(name = "get_lat")]
+    GetLat,
+    /// 64 puts, one flush.
+    #[value(name = "put_bw")]
+    PutBw,
+    /// 64 gets, one flush.
+    #[value(name = "get_bw")]
+    GetBw,
+    /// fence + 8 B put + fence (active target, collective).
+    #[value(name = "fence_lat")]
+    FenceLat,
+    /// 8 B puts spread over every other rank, one flush_all.
+    #[value(name = "msg_rate")]
+    MsgRate,
+}
+
+impl Op {
+    pub const ALL: [Op; 6] = [
+        Op::PutLat,
+        Op::GetLat,
+        Op::PutBw,
+        Op::GetBw,
+        Op::FenceLat,
+        Op::MsgRate,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::PutLat => "put_lat",
+            Op::GetLat => "get_lat",
+            Op::PutBw => "put_bw",
+            Op::GetBw => "get_bw",
+            Op::FenceLat => "fence_lat",
+            Op::MsgRate => "msg_rate",
+        }
+    }
+
+    pub fn code(self) -> u64 {
+        Op::ALL.iter().position(|o| *o == self).unwrap_or(0) as u64
+    }
+
+    pub fn from_code(c: u64) -> Option<Op> {
+        Op::ALL.get(c as usize).copied()
+    }
+
+    /// Whether the pattern uses the size list (the others use 8 B).
+    pub fn sized(self) -> bool {
+        !matches!(self, Op::FenceLat | Op::MsgRate)
+    }
+
+    /// Whether the pattern writes (its last value is checked at the target).
+    pub fn writes(self) -> bool {
+        !matches!(self, Op::GetLat | Op::GetBw)
+    }
+
+    /// Whether the targets take part (collective synchronization).
+    pub fn collective(self) -> bool {
+        self == Op::FenceLat
+    }
+
+    /// Whether the figure of merit is bandwidth.
+    pub fn is_bw(self) -> bool {
+        matches!(self, Op::PutBw | Op::GetBw)
+    }
+
+    /// Operations per timed iteration.
+    pub fn ops_per_iter(self, ranks: usize) -> usize {
+        match self {
+            Op::PutBw | Op::GetBw => BW_WINDOW,
+            Op::MsgRate => RATE_BATCH.max(ranks.saturating_sub(1)),
+            _ => 1,
+        }
+    }
+}
+
+/// Through the window layer or directly on the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Onesided,
+    Raw,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Onesided => "onesided",
+            Mode::Raw => "raw",
+        }
+    }
+}
+
+/// Byte `i` (≥ 8) of every buffer; bytes 0..8 carry the operation's stamp.
+fn base(i: usize) -> u8 {
+    (i % 251) as u8 ^ 0x5a
+}
+
+/// What `len` bytes at offset 0 of a target look like after a write stamped `stamp`.
+pub fn expected(stamp: u64, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len).map(base).collect();
+    let s = stamp.to_le_bytes();
+    let k = len.min(8);
+    v[..k].copy_from_slice(&s[..k]);
+    v
+}
+
+/// Rank 0's state: the bench window, the origin buffer, stamps.
+pub struct Origin<'w> {
+    pub world: &'w World,
+    pub win: Window<'w, u8>,
+    pub buf: Vec<u8>,
+    /// Last stamp written to each rank (0: nothing written).
+    pub last_stamp: Vec<u64>,
+    stamp: u64,
+    /// Transport address of each target's window (raw mode).
+    remote: Vec<Option<RemoteAddr>>,
+    /// Targets written in raw mode since their last raw flush (the window
+    /// layer keeps the same set: a flush after gets only sends no read).
+    raw_dirty: Vec<bool>,
+    ordered_raw: bool,
+}
+
+impl<'w> Origin<'w> {
+    pub fn new(world: &'w World, win: Window<'w, u8>, max_size: usize) -> Self {
+        Origin {
+            world,
+            win,
+            buf: expected(0, max_size),
+            last_stamp: vec![0; world.size()],
+            stamp: 0,
+            remote: vec![None; world.size()],
+            raw_dirty: vec![false; world.size()],
+            ordered_raw: world.transport_props().ordered_raw,
+        }
+    }
+
+    /// Forgets which ranks were written (at the start of each pattern, so
+    /// that only the ranks a pattern wrote are checked, with its size).
+    pub fn clear_stamps(&mut self) {
+        self.last_stamp.fill(0);
+    }
+
+    fn next_stamp(&mut self, len: usize) -> u64 {
+        self.stamp += 1;
+        let s = self.stamp.to_le_bytes();
+        let k = len.min(8);
+        self.buf[..k].copy_from_slice(&s[..k]);
+        self.stamp
+    }
+
+    fn remote(&mut self, rank: usize) -> onesided::Result<RemoteAddr> {
+        if let Some(r) = self.remote[rank] {
+            return Ok(r);
+        }
+        let r = self.win.bench_remote(rank, 0)?;
+        self.remote[rank] = Some(r);
+        Ok(r)
+    }
+
+    /// Raw remote completion: on providers with ordered read-after-write, if
+    /// `rank` was written since the last flush, an 8-byte read of the target's window (the window layer reads its control
+    /// word instead); otherwise every put was already delivery-complete.
+    fn raw_flush(&mut self, rank: usize) -> onesided::Result<()> {
+        if self.ordered_raw && std::mem::take(&mut self.raw_dirty[rank]) {
+            let at = self.remote(rank)?;
+            let mut word = [0u8; 8];
+            self.world.bench_transport().get(rank, &mut word, at)?;
+        }
+        Ok(())
+    }
+
+    fn put1(&mut self, mode: Mode, rank: usize, len: usize) -> onesided::Result<()> {
+        let s = self.next_stamp(len);
+        self.last_stamp[rank] = s;
+        match mode {
+            Mode::Onesided => self.win.put(rank, 0, &self.buf[..len]),
+            Mode::Raw => {
+                let at = self.remote(rank)?;
+                self.raw_dirty[rank] = true;
+                self.world.bench_transport().put(rank, &self.buf[..len], at)
+            }
+        }
+    }
+
+    fn get1(&mut self, mode: Mode, rank: usize, len: usize) -> onesided::Result<()> {
+        match mode {
+            Mode::Onesided => self.win.get(rank, 0, &mut self.buf[..len]),
+            Mode::Raw => {
+                let at = self.remote(rank)?;
+                self.world
+                    .bench_transport()
+                    .get(rank, &mut self.buf[..len], at)
+            }
+        }
+    }
+
+    fn flush(&mut self, mode: Mode, rank: usize) -> onesided::Result<()> {
+        match mode {
+            Mode::Onesided => self.win.flush(rank),
+            Mode::Raw => self.raw_flush(rank),
+        }
+    }
+
+    /// Before a get pattern: a stamped block at the target, so the last get
+    /// can be checked. Returns the expected content.
+    pub fn prepare_get(&mut self, len: usize) -> onesided::Result<Vec<u8>> {
+        self.put1(Mode::Onesided, 1, len)?;
+        self.win.flush(1)?;
+        let want = self.buf[..len].to_vec();
+        self.buf[..len].fill(0);
+        Ok(want)
+    }
+
+    /// The final check: `len` stamped bytes put to rank 1, flushed, read back
+    /// into the (cleared) buffer. Returns what was written.
+    pub fn roundtrip(&mut self, len: usize) -> onesided::Result<Vec<u8>> {
+        self.put1(Mode::Onesided, 1, len)?;
+        self.win.flush(1)?;
+        let want = self.buf[..len].to_vec();
+        self.buf[..len].fill(0);
+        self.win.get(1, 0, &mut self.buf[..len])?;
+        self.win.flush(1)?;
+        Ok(want)
+    }
+
+    /// Gives the window back (to free it).
+    pub fn into_window(self) -> Window<'w, u8> {
+        self.win
+    }
+
+    /// Before/after a fence pattern in onesided mode the passive epoch is
+    /// closed/reopened (outside the timed region).
+    pub fn enter(&mut self, op: Op, mode: Mode) -> onesided::Result<()> {
+        if op == Op::FenceLat && mode == Mode::Onesided {
+            self.win.unlock_all()?;
+        }
+        Ok(())
+    }
+
+    pub fn leave(&mut self, op: Op, mode: Mode) -> onesided::Result<()> {
+        if op == Op::FenceLat && mode == Mode::Onesided {
+            self.win.lock_all()?;
+        }
+        Ok(())
+    }
+
+    /// Runs `iters` iterations of `op`; returns the elapsed time.
+    pub fn run(
+        &mut self,
+        op: Op,
+        mode: Mode,
+        len: usize,
+        iters: u64,
+    ) -> onesided::Result<Duration> {
+        let n = self.world.size();
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            match op {
+                Op::PutLat => {
+                    self.put1(mode, 1, len)?;
+                    self.flush(mode, 1)?;
+                }
+                Op::GetLat => {
+                    self.get1(mode, 1, len)?;
+                    self.flush(mode, 1)?;
+                }
+                Op::PutBw => {
+                    for _ in 0..BW_WINDOW {
+                        self.put1(mode, 1, len)?;
+                    }
+                    self.flush(mode, 1)?;
+                }
+                Op::GetBw => {
+                    for _ in 0..BW_WINDOW {
+                        self.get1(mode, 1, len)?;
+                    }
+                    self.flush(mode, 1)?;
+                }
+                Op::FenceLat => match mode {
+                    Mode::Onesided => {
+                        self.win.fence(Assert::NOPRECEDE)?;
+                        self.put1(mode, 1, 8)?;
+                        self.win.fence(Assert::NOSUCCEED)?;
+                    }
+                    Mode::Raw => {
+                        self.world.barrier()?;
+                        self.put1(mode, 1, 8)?;
+                        self.raw_flush(1)?;
+                        self.world.barrier()?;
+                    }
+                },
+                Op::MsgRate => {
+                    for k in 0..op.ops_per_iter(n) {
+                        self.put1(mode, 1 + k % (n - 1), 8)?;
+                    }
+                    match mode {
+                        Mode::Onesided => self.win.flush_all()?,
+                        Mode::Raw => {
+                            for r in 1..n {
+                                self.raw_flush(r)?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(t0.elapsed())
+    }
+}
+
+/// A target's part of a collective pattern.
+pub fn target_run(
+    world: &World,
+    win: &Window<'_, u8>,
+    op: Op,
+    mode: Mode,
+    iters: u64,
+) -> onesided::Result<()> {
+    if op.collective() {
+        for _ in 0..iters {
+            match mode {
+                Mode::Onesided => {
+                    win.fence(Assert::NOPRECEDE)?;
+                    win.fence(Assert::NOSUCCEED)?;
+                }
+                Mode::Raw => {
+                    world.barrier()?;
+                    world.barrier()?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

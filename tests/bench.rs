@@ -1,0 +1,124 @@
+//! Runs `onesided-bench` briefly over tcp under `onesided-run -n 2` and checks
+//! its JSON lines: both ops present with positive latencies, raw beside
+//! onesided, and the correctness check passed. Also: CLI errors are clear.
+
+#[macro_use]
+#[allow(unused_macros)]
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_onesided-bench");
+
+/// The JSON objects rank 0 printed (lines prefixed `[0] ` by onesided-run).
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("[0] "))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn bench_tcp_json_put_get_latency() {
+    let mut cmd = Command::new(common::onesided_run());
+    cmd.args(["-n", "2", "--provider", "tcp", BENCH])
+        .args(["--ops", "put_lat,get_lat", "--sizes", "8,65536"])
+        .args(["--reps", "1", "--time", "0.01", "--json", "--raw"])
+        .env_remove("ONESIDED_PROVIDER");
+    let out = common::run_with_limit(cmd, Duration::from_secs(60));
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "onesided-bench failed:\n{}",
+        out.tail(30)
+    );
+    let lines = json_lines(&out.stdout);
+    let header = lines
+        .iter()
+        .find(|v| v["type"] == "header")
+        .expect("header line");
+    assert_eq!(header["header"]["provider"], "tcp;ofi_rxm");
+    assert!(header["header"]["loadavg"].as_str().is_some());
+    for op in ["put_lat", "get_lat"] {
+        for mode in ["onesided", "raw"] {
+            for size in [8, 65536] {
+                let r = lines
+                    .iter()
+                    .find(|v| {
+                        v["type"] == "result"
+                            && v["op"] == op
+                            && v["mode"] == mode
+                            && v["size"] == size
+                    })
+                    .unwrap_or_else(|| panic!("no {op} {mode} {size} in\n{}", out.stdout));
+                let lat = r["lat_us"].as_f64().expect("lat_us");
+                assert!(lat > 0.0 && lat.is_finite(), "{op} {mode} {size}: {lat}");
+                assert!(r["lat_min_us"].as_f64() <= r["lat_max_us"].as_f64());
+            }
+        }
+    }
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .expect("check line");
+    assert_eq!(check["check"], "ok", "{}", out.stdout);
+    assert!(check["checked"].as_u64().unwrap_or(0) >= 8, "{check}");
+}
+
+/// Negative control: targets told to expect a wrong value must make the
+/// check fail, with a non-zero exit.
+#[test]
+fn bench_check_detects_wrong_data() {
+    let mut cmd = Command::new(common::onesided_run());
+    cmd.args(["-n", "2", "--provider", "shm", BENCH])
+        .args(["--ops", "put_lat", "--sizes", "8", "--reps", "1"])
+        .args(["--time", "0.01", "--json", "--expect-wrong"])
+        .env_remove("ONESIDED_PROVIDER");
+    let out = common::run_with_limit(cmd, Duration::from_secs(60));
+    let status = out.status.expect("onesided-bench did not finish");
+    assert!(
+        !status.success(),
+        "check passed on wrong data:\n{}",
+        out.tail(20)
+    );
+    let lines = json_lines(&out.stdout);
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
+    assert_eq!(check["check"], "FAIL");
+    assert!(check["failed"].as_array().is_some_and(|f| !f.is_empty()));
+}
+
+#[test]
+fn bench_rejects_bad_options_clearly() {
+    for (args, needle) in [
+        (&["--sizes", "8,abc"][..], "not a size"),
+        (&["--ops", "put_lat,nope"][..], "nope"),
+        (&["--time", "-1"][..], "duration"),
+        (&["--reps", "0"][..], "reps"),
+    ] {
+        let out = Command::new(BENCH)
+            .args(args)
+            .output()
+            .expect("run onesided-bench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bench_needs_two_ranks() {
+    let out = Command::new(BENCH)
+        .args(["--ops", "put_lat", "--sizes", "8"])
+        .env_remove("ONESIDED_PROVIDER")
+        .env("ONESIDED_PROVIDER", "tcp")
+        .output()
+        .expect("run onesided-bench");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 2 ranks"));
+}
