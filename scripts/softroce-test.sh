@@ -40,6 +40,15 @@ export ONESIDED_TEST_PROVIDERS=verbs
 export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 export ONESIDED_TEST_TIMEOUT=${ONESIDED_TEST_TIMEOUT:-300}
 export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1500}
-# One guest boot for both binaries; the first failure fails the stage.
+# One guest boot for both binaries; the first failure fails the boot.
 script='for b in "$@"; do "$b" --test-threads=1 || exit $?; done'
+if "$runner" sh -c "$script" sh $bins; then
+  exit 0
+fi
+# Known, not understood (2026-11-22): in some guest boots every test process
+# started after the first few dies with SIGSEGV (jump to address 5) within a
+# fraction of a second, on the main thread, before any transfer; the same
+# binaries pass in other boots and under gdb. A second boot tells that apart
+# from a real failure, which fails both. Both outcomes stay in the log.
+echo "WARNING: soft-RoCE run failed; retrying once in a fresh guest (see docs/transport.md)"
 "$runner" sh -c "$script" sh $bins
