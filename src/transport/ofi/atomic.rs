@@ -229,19 +229,13 @@ fn post(
         let cmp_desc = desc(cmp, fi::FI_WRITE)?;
         let res_desc = desc(res, fi::FI_READ)?;
         let addr = dst.addr + off as u64;
-        done.add();
-        if let Some(g) = group {
-            g.add();
-        }
-        let ctx = OpContext {
-            done: done.clone(),
-            group: group.cloned(),
-            _mr: mrs,
-            _keep: keep.clone(),
-            what: kind_name(kind),
+        let ctx = OpContext::track(
+            Trackers { done, group },
+            mrs,
+            keep.clone(),
+            kind_name(kind),
             target,
-        }
-        .into_raw();
+        );
         let (dt, op, key) = (what.datatype, what.op, dst.key);
         match kind {
             AtomicKind::Update => {

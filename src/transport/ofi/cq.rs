@@ -11,6 +11,7 @@ use libfabric_sys as fi;
 
 use super::fault::{fabric_error, strerror, EAGAIN, EAVAIL};
 use super::mr::LocalMr;
+use super::rma::Trackers;
 use super::OfiTransport;
 use crate::error::Result;
 use crate::transport::Completion;
@@ -33,6 +34,31 @@ pub struct OpContext {
 }
 
 impl OpContext {
+    /// Counts a new operation on its trackers and boxes its context for the
+    /// provider (taken back once by the CQ reader, see `cq.rs`).
+    pub(super) fn track(
+        trackers: Trackers<'_>,
+        mr: Vec<LocalMr>,
+        keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+        what: &'static str,
+        target: usize,
+    ) -> *mut std::os::raw::c_void {
+        let Trackers { done, group } = trackers;
+        done.add();
+        if let Some(g) = group {
+            g.add();
+        }
+        OpContext {
+            done: done.clone(),
+            group: group.cloned(),
+            _mr: mr,
+            _keep: keep,
+            what,
+            target,
+        }
+        .into_raw()
+    }
+
     /// Counts the operation done on its trackers.
     pub fn complete(&self) {
         if let Some(g) = &self.group {

@@ -187,19 +187,13 @@ fn post(
             (None, None) => std::ptr::null_mut(),
         };
         let addr = remote.addr + off as u64;
-        done.add();
-        if let Some(g) = group {
-            g.add();
-        }
-        let ctx = OpContext {
-            done: done.clone(),
-            group: group.cloned(),
-            _mr: mr.into_iter().collect(),
-            _keep: None,
-            what: dir.name(),
+        let ctx = OpContext::track(
+            Trackers { done, group },
+            mr.into_iter().collect(),
+            None,
+            dir.name(),
             target,
-        }
-        .into_raw();
+        );
         match dir {
             Dir::Write if t.props.ordered_raw => post_retry(t, "fi_write", target, ctx, || {
                 // SAFETY: live endpoint; buf/n stay valid until completion
