@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing (scripts/setup.sh), builds every target of the
 # workspace and runs all its tests (debug profile), then the RMA tests over
-# soft-RoCE when a guest runner is available (scripts/softroce-test.sh).
+# soft-RoCE when asked (ONESIDED_SOFTROCE=1) and a guest runner is available
+# (scripts/softroce-test.sh; otherwise it prints SKIP).
 #
 # Extra arguments are passed to `cargo test`, e.g.
 #     scripts/test.sh device_count        # a test-name filter
@@ -20,7 +21,7 @@ trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
 
-# Real verbs over soft-RoCE, where a guest runner is available (else SKIP).
+# Real verbs over soft-RoCE: opt-in, see scripts/softroce-test.sh (else SKIP).
 if [ "$status" -eq 0 ] && [ "$#" -eq 0 ]; then
   scripts/softroce-test.sh 2>&1 | tee -a "$log" || status=$?
 fi
