@@ -24,6 +24,8 @@ pub struct WorldStats {
     pub rkey_cache: CacheStats,
     /// Bytes of the control region (constant: barrier flags + directory).
     pub control_region_bytes: usize,
+    /// The transport's counters (operations in flight, rejected completions).
+    pub transport: crate::transport::TransportStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -141,6 +143,7 @@ impl World {
             address_vector_entries: self.transport.peer_count(),
             rkey_cache: self.rkeys.lock().map(|c| c.stats()).unwrap_or_default(),
             control_region_bytes: self.ctrl.len(),
+            transport: self.transport.stats(),
         }
     }
 

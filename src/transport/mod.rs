@@ -116,8 +116,20 @@ impl Registration {
     }
 }
 
+/// Counters of a back-end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    /// Operations posted and not completed yet.
+    pub ops_in_flight: usize,
+    /// Completions ignored because their context did not match an
+    /// operation in flight (a provider bug, if ever non-zero).
+    pub rejected_completions: u64,
+}
+
 /// A network back-end.
 pub trait Transport: Send + Sync {
+    /// Counters.
+    fn stats(&self) -> TransportStats;
     /// Negotiated properties.
     fn props(&self) -> &TransportProps;
     /// This process's endpoint address, to publish to peers.

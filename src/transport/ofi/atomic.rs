@@ -230,6 +230,7 @@ fn post(
         let res_desc = desc(res, fi::FI_READ)?;
         let addr = dst.addr + off as u64;
         let ctx = OpContext::track(
+            t,
             Trackers { done, group },
             mrs,
             keep.clone(),

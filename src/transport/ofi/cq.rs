@@ -1,9 +1,9 @@
 //! Reading the completion queue.
 //!
-//! Every posted operation carries a boxed [`OpContext`] as its libfabric
-//! context. Whoever reads its completion (user thread or progress agent)
-//! turns the pointer back into the box, exactly once, and marks the
-//! operation done on its [`Completion`].
+//! Every posted operation has an [`OpContext`] in the transport's op table
+//! (see `ops.rs`); the provider carries only its token. Whoever reads the
+//! completion (user thread or progress agent) takes the context back by
+//! token, once, and marks the operation done on its [`Completion`].
 
 use std::sync::Arc;
 
@@ -34,9 +34,10 @@ pub struct OpContext {
 }
 
 impl OpContext {
-    /// Counts a new operation on its trackers and boxes its context for the
-    /// provider (taken back once by the CQ reader, see `cq.rs`).
+    /// Counts a new operation on its trackers and stores its context in the
+    /// op table; returns the token to post with.
     pub(super) fn track(
+        t: &OfiTransport,
         trackers: Trackers<'_>,
         mr: Vec<LocalMr>,
         keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
@@ -48,15 +49,24 @@ impl OpContext {
         if let Some(g) = group {
             g.add();
         }
-        OpContext {
+        let op = OpContext {
             done: done.clone(),
             group: group.cloned(),
             _mr: mr,
             _keep: keep,
             what,
             target,
+        };
+        let token = t.ops.insert(op);
+        if token.is_null() {
+            // The table is unusable (a panic poisoned it): count the
+            // operation failed so nobody waits for it.
+            done.failed("the operation table is unusable".into());
+            if let Some(g) = group {
+                g.failed("the operation table is unusable".into());
+            }
         }
-        .into_raw()
+        token
     }
 
     /// Counts the operation done on its trackers.
@@ -73,18 +83,6 @@ impl OpContext {
         }
         self.done.failed(message);
     }
-    /// Leaks the context into a pointer for the provider.
-    pub fn into_raw(self) -> *mut std::os::raw::c_void {
-        Box::into_raw(Box::new(self)).cast()
-    }
-    /// Takes back a context the provider returned (or a post that failed).
-    ///
-    /// # Safety
-    /// `p` must come from [`OpContext::into_raw`] and be taken back once.
-    pub unsafe fn from_raw(p: *mut std::os::raw::c_void) -> Box<OpContext> {
-        // SAFETY: guaranteed by the caller.
-        unsafe { Box::from_raw(p.cast()) }
-    }
 }
 
 const BATCH: usize = 16;
@@ -99,10 +97,9 @@ pub fn drain(t: &OfiTransport) -> Result<usize> {
         if n > 0 {
             for e in &entries[..n as usize] {
                 if !e.op_context.is_null() {
-                    // SAFETY: every non-null context we post comes from into_raw
-                    // and the provider reports each completion once.
-                    let ctx = unsafe { OpContext::from_raw(e.op_context) };
-                    ctx.complete();
+                    if let Some(ctx) = t.ops.take(e.op_context) {
+                        ctx.complete();
+                    }
                 }
             }
             total += n as usize;
@@ -164,8 +161,9 @@ fn read_error(t: &OfiTransport) -> Result<()> {
         );
         return Ok(());
     }
-    // SAFETY: as in drain.
-    let ctx = unsafe { OpContext::from_raw(err.op_context) };
+    let Some(ctx) = t.ops.take(err.op_context) else {
+        return Ok(());
+    };
     ctx.fail(format!(
         "{} to rank {} failed: {} (provider: {detail})",
         ctx.what,

@@ -18,6 +18,7 @@ pub mod fault;
 mod fid;
 pub mod info;
 mod mr;
+mod ops;
 mod rma;
 mod staging;
 pub mod survey;
@@ -36,7 +37,7 @@ use self::fid::Owned;
 use self::info::InfoList;
 use super::{
     AtomicKind, AtomicOp, Completion, InFlight, Memory, Registration, RemoteAddr, Transport,
-    TransportProps,
+    TransportProps, TransportStats,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -46,6 +47,8 @@ pub struct OfiTransport {
     // Drop order matters: registrations before the endpoint, the endpoint
     // before what it is bound to.
     staging: Option<staging::Staging>,
+    // Contexts of operations in flight hold registrations: before the endpoint.
+    ops: ops::OpTable,
     ep: Owned<fi::fid_ep>,
     av: Owned<fi::fid_av>,
     cq: Owned<fi::fid_cq>,
@@ -163,6 +166,7 @@ impl OfiTransport {
 
         let mut t = OfiTransport {
             staging: None,
+            ops: ops::OpTable::default(),
             ep,
             av,
             cq,
@@ -231,6 +235,13 @@ impl OfiTransport {
 }
 
 impl Transport for OfiTransport {
+    fn stats(&self) -> TransportStats {
+        TransportStats {
+            ops_in_flight: self.ops.in_flight(),
+            rejected_completions: self.ops.rejected(),
+        }
+    }
+
     fn props(&self) -> &TransportProps {
         &self.props
     }

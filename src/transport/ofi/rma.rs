@@ -55,9 +55,8 @@ pub(super) fn post_retry(
     let start = Instant::now();
     let mut round = 0;
     let fail = |e: Error| {
-        if !ctx.is_null() {
-            // SAFETY: the provider rejected the post, so it never saw ctx.
-            let c = unsafe { OpContext::from_raw(ctx) };
+        // The provider rejected the post: no completion will come for it.
+        if let Some(c) = t.ops.take(ctx) {
             c.complete();
         }
         Err(e)
@@ -188,6 +187,7 @@ fn post(
         };
         let addr = remote.addr + off as u64;
         let ctx = OpContext::track(
+            t,
             Trackers { done, group },
             mr.into_iter().collect(),
             None,
