@@ -7,7 +7,7 @@
 # command in the current directory (the project's CI machines provide one at
 # ../shared/softroce/run-in-vm.sh, which is found automatically). Without a
 # runner this script prints SKIP and exits 0. It is opt-in (ONESIDED_SOFTROCE=1)
-# until the intermittent crash described in docs/transport.md is understood.
+# until the duplicated completions described in docs/transport.md are resolved.
 #
 # Under TCG emulation this takes about 5 minutes.
 set -euo pipefail
@@ -23,8 +23,8 @@ if [ -z "$runner" ] || [ ! -x "$runner" ]; then
   exit 0
 fi
 if [ "${ONESIDED_SOFTROCE:-0}" != "1" ]; then
-  echo "SKIP: soft-RoCE tests are opt-in (ONESIDED_SOFTROCE=1): test processes crash"
-  echo "SKIP: intermittently in some guest boots, cause not found yet (docs/transport.md)"
+  echo "SKIP: soft-RoCE tests are opt-in (ONESIDED_SOFTROCE=1) until verbs;ofi_rxm's"
+  echo "SKIP: duplicated completions for large atomics are resolved (docs/transport.md)"
   exit 0
 fi
 
@@ -47,10 +47,7 @@ script='for b in "$@"; do "$b" --test-threads=1 || exit $?; done'
 if "$runner" sh -c "$script" sh $bins; then
   exit 0
 fi
-# Known, not understood (2026-11-22): in some guest boots every test process
-# started after the first few dies with SIGSEGV (jump to address 5) within a
-# fraction of a second, on the main thread, before any transfer; the same
-# binaries pass in other boots and under gdb. A second boot tells that apart
-# from a real failure, which fails both. Both outcomes stay in the log.
+# Runs on soft-RoCE have been intermittent (docs/transport.md); a second boot
+# tells that apart from a deterministic failure. Both outcomes stay in the log.
 echo "WARNING: soft-RoCE run failed; retrying once in a fresh guest (see docs/transport.md)"
 "$runner" sh -c "$script" sh $bins
