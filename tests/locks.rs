@@ -214,6 +214,48 @@ fn misuse() {
     win.free().expect("free");
 }
 
+// ---- (f) bounded waiting ---------------------------------------------------
+
+/// With `ONESIDED_TIMEOUT=1` (set before `World::init`): while rank 0
+/// holds an exclusive lock on itself, rank 1's shared and exclusive lock
+/// attempts fail with `Error::Timeout` and leave no entry; afterwards a
+/// shared lock succeeds, so the timed-out writer withdrew its announcement.
+fn timeout() {
+    // Only this process reads it (each rank is its own test process).
+    std::env::set_var("ONESIDED_TIMEOUT", "1");
+    let world = World::init().expect("init");
+    let rank = world.rank();
+    let mut win = Window::<u64>::allocate(&world, 1).expect("allocate");
+    if rank == 0 {
+        win.lock(0, LockType::Exclusive, Assert::NONE)
+            .expect("lock");
+    }
+    world.barrier().expect("barrier");
+    if rank == 1 {
+        for kind in [LockType::Shared, LockType::Exclusive] {
+            let start = std::time::Instant::now();
+            match win.lock(0, kind, Assert::NONE) {
+                Err(Error::Timeout { what, .. }) => {
+                    assert!(what.contains("rank 0"), "{what}");
+                    assert!(start.elapsed().as_secs_f64() >= 1.0);
+                }
+                other => panic!("{kind:?} lock while held exclusively: {other:?}"),
+            }
+            epoch_err(win.unlock(0), "unlock", Some(0));
+        }
+    }
+    world.barrier().expect("barrier");
+    if rank == 0 {
+        win.unlock(0).expect("unlock");
+    }
+    world.barrier().expect("barrier");
+    win.lock(0, LockType::Shared, Assert::NONE)
+        .expect("shared lock after a writer timed out");
+    win.unlock(0).expect("unlock");
+    win.free().expect("free");
+}
+
+spmd_test!(lock_wait_is_bounded_by_the_timeout, &[2], timeout);
 spmd_test!(exclusive_lock_contention, &[2, 4], contention);
 spmd_test!(shared_readers_exclusive_writer, &[2, 4], readers_writers);
 spmd_test!(self_lock_and_many_targets, &[2, 4], self_and_many);

@@ -156,20 +156,40 @@ impl<T: Element> Window<'_, T> {
             },
             LockType::Exclusive => {
                 // Announce: from now on new readers back off.
-                let mut seen = self.word_add(rank, at, WRITER)?.wrapping_add(WRITER);
-                loop {
-                    if writer_may_take(seen) {
-                        let old = self.word_cas(rank, at, seen, seen | HELD)?;
-                        if old == seen {
-                            return Ok(());
-                        }
-                        seen = old;
-                        continue;
-                    }
-                    wait.pause(|| t.progress())?;
-                    seen = self.word_add(rank, at, 0)?;
+                let seen = self.word_add(rank, at, WRITER)?.wrapping_add(WRITER);
+                let got = self.take_exclusive(rank, at, seen, &mut wait);
+                if got.is_err() {
+                    // Withdraw the announcement so readers are not blocked
+                    // by a writer that gave up (best effort: the word may be
+                    // unreachable, which is what failed).
+                    let _ = self.word_add(rank, at, WRITER.wrapping_neg());
                 }
+                got
             }
+        }
+    }
+
+    /// An announced writer waits for readers and holders to leave, then
+    /// sets `HELD` by compare-and-swap from the last value `seen`.
+    fn take_exclusive(
+        &self,
+        rank: usize,
+        at: RemoteAddr,
+        mut seen: u64,
+        wait: &mut Backoff<'_>,
+    ) -> Result<()> {
+        let t = self.world.transport();
+        loop {
+            if writer_may_take(seen) {
+                let old = self.word_cas(rank, at, seen, seen | HELD)?;
+                if old == seen {
+                    return Ok(());
+                }
+                seen = old;
+                continue;
+            }
+            wait.pause(|| t.progress())?;
+            seen = self.word_add(rank, at, 0)?;
         }
     }
 
