@@ -79,7 +79,7 @@ pub enum Epoch {
 impl Epoch {
     fn describe(self) -> String {
         match self {
-            Epoch::Idle => "outside an epoch (call fence or lock_all first)".into(),
+            Epoch::Idle => "outside an epoch (call fence, lock or lock_all first)".into(),
             Epoch::Fence { .. } => "inside a fence epoch".into(),
             Epoch::LockAll => "inside a lock_all epoch".into(),
         }
