@@ -22,4 +22,4 @@ pub use api::op::Op;
 pub use api::request::Request;
 pub use api::window::{Window, WindowStats};
 pub use api::world::{World, WorldStats};
-pub use epoch::Assert;
+pub use epoch::{Assert, LockType};

@@ -5,11 +5,12 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod accumulate;
+mod lock;
 
 use super::element::{tag_name, Element};
 use super::request::Request;
 use super::world::World;
-use crate::epoch::{Assert, Epoch};
+use crate::epoch::{Assert, Epoch, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::{Completion, InFlight, Memory, Registration, RemoteAddr};
 use crate::window::directory::{self, Descriptor, ENTRY_BYTES, MAGIC};
@@ -30,7 +31,7 @@ pub struct Window<'a, T: Element> {
     slot: usize,
     len: usize,
     desc: Descriptor,
-    epoch: Mutex<Epoch>,
+    epoch: Mutex<SyncState>,
     outstanding: Arc<Completion>,
     dirty: Mutex<HashSet<usize>>,
     // Targets with atomic updates not yet flushed (may include ourselves:
@@ -94,7 +95,7 @@ impl<'a, T: Element> Window<'a, T> {
             slot,
             len,
             desc,
-            epoch: Mutex::new(Epoch::Idle),
+            epoch: Mutex::new(SyncState::default()),
             outstanding: Arc::new(Completion::new()),
             dirty: Mutex::new(HashSet::new()),
             atomic_dirty: Mutex::new(HashSet::new()),
@@ -195,7 +196,7 @@ impl<'a, T: Element> Window<'a, T> {
         Ok(())
     }
 
-    fn epoch(&self) -> Result<MutexGuard<'_, Epoch>> {
+    fn epoch(&self) -> Result<MutexGuard<'_, SyncState>> {
         self.alive("synchronization")?;
         self.epoch
             .lock()
@@ -260,10 +261,7 @@ impl<'a, T: Element> Window<'a, T> {
         n: usize,
     ) -> Result<(usize, Descriptor)> {
         self.check_rank(rank)?;
-        {
-            let mut probe = *self.epoch()?;
-            probe.issue(self.id, op)?;
-        }
+        self.epoch()?.may_issue(self.id, op, rank)?;
         let d = self.target(rank)?;
         let target_len = (d.len / d.disp_unit) as usize;
         match disp.checked_add(n) {
@@ -278,7 +276,7 @@ impl<'a, T: Element> Window<'a, T> {
                 })
             }
         }
-        self.epoch()?.issue(self.id, op)?;
+        self.epoch()?.issue(self.id, op, rank)?;
         Ok((disp * std::mem::size_of::<T>(), d))
     }
 
@@ -440,27 +438,27 @@ impl<'a, T: Element> Window<'a, T> {
     /// Completes all operations to `rank`, locally and at the target.
     pub fn flush(&self, rank: usize) -> Result<()> {
         self.check_rank(rank)?;
-        self.epoch()?.flush(self.id, "flush")?;
+        self.epoch()?.flush(self.id, "flush", Some(rank))?;
         self.complete_local()?;
         self.complete_remote(rank)
     }
 
     /// Completes all operations to every target.
     pub fn flush_all(&self) -> Result<()> {
-        self.epoch()?.flush(self.id, "flush_all")?;
+        self.epoch()?.flush(self.id, "flush_all", None)?;
         self.complete_all()
     }
 
     /// Completes operations to `rank` locally (buffers reusable).
     pub fn flush_local(&self, rank: usize) -> Result<()> {
         self.check_rank(rank)?;
-        self.epoch()?.flush(self.id, "flush_local")?;
+        self.epoch()?.flush(self.id, "flush_local", Some(rank))?;
         self.complete_local()
     }
 
     /// Completes all operations locally.
     pub fn flush_local_all(&self) -> Result<()> {
-        self.epoch()?.flush(self.id, "flush_local_all")?;
+        self.epoch()?.flush(self.id, "flush_local_all", None)?;
         self.complete_local()
     }
 
@@ -473,7 +471,7 @@ impl<'a, T: Element> Window<'a, T> {
     pub fn unlock_all(&self) -> Result<()> {
         self.epoch()?.unlock_all(self.id)?;
         self.complete_all()?;
-        *self.epoch()? = Epoch::Idle;
+        self.epoch()?.mode = Epoch::Idle;
         Ok(())
     }
 
@@ -484,7 +482,7 @@ impl<'a, T: Element> Window<'a, T> {
         let next = self.epoch()?.fence(self.id, assert)?;
         self.complete_all()?;
         self.world.barrier()?;
-        *self.epoch()? = next;
+        self.epoch()?.mode = next;
         Ok(())
     }
 

@@ -19,8 +19,15 @@
 //! * `free` is not allowed in `LockAll` or in a `Fence` epoch with operations
 //!   issued since the fence.
 //!
-//! The state lives in the window behind a mutex; every transition is a
-//! method here so the code follows this diagram one to one.
+//! Per-target locks (`lock`/`unlock`, [`locks`]) combine with this diagram
+//! in [`state::SyncState`], which the window keeps behind a mutex; every
+//! transition is a method so the code follows the rules one to one.
+
+pub mod locks;
+pub mod state;
+
+pub use locks::LockType;
+pub use state::SyncState;
 
 use crate::error::{Error, Result};
 
@@ -39,6 +46,11 @@ impl Assert {
     pub const NOSTORE: Assert = Assert(4);
     /// The local window will not be updated by puts or accumulates until the next fence.
     pub const NOPUT: Assert = Assert(8);
+    /// `lock`: no other process holds or tries to take a conflicting lock
+    /// on the target, so the lock word is not touched at all.
+    pub const NOCHECK: Assert = Assert(16);
+    /// Alias of [`Assert::NOCHECK`] with MPI's name.
+    pub const MODE_NOCHECK: Assert = Assert::NOCHECK;
 
     /// Whether all bits of `other` are set.
     pub fn contains(self, other: Assert) -> bool {
@@ -67,7 +79,7 @@ pub enum Epoch {
 impl Epoch {
     fn describe(self) -> String {
         match self {
-            Epoch::Idle => "outside an epoch (call fence or lock_all first)".into(),
+            Epoch::Idle => "outside an epoch (call fence, lock or lock_all first)".into(),
             Epoch::Fence { .. } => "inside a fence epoch".into(),
             Epoch::LockAll => "inside a lock_all epoch".into(),
         }

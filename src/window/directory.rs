@@ -10,9 +10,10 @@
 //! | 520 + 64·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
 //!
 //! A descriptor is eight words: `window id` (0 = empty), `base`, `length in
-//! bytes`, `displacement unit`, `key`, `element type tag`, `check`, and one
-//! reserved word. `check` is the XOR of the first six words with a constant,
-//! so a torn or stale read is detected and retried. The owner writes `id` last
+//! bytes`, `displacement unit`, `key`, `element type tag`, `check`, and the
+//! window's lock word (`Window::lock`). `check` is the XOR of the first six
+//! words with a constant, so a torn or stale read is detected and retried;
+//! the lock word changes under atomics at any time and is not checked. The owner writes `id` last
 //! when creating and clears it first when freeing.
 
 use crate::error::{Error, Result};
@@ -28,6 +29,10 @@ pub const BARRIER_ROUNDS: usize = 64;
 pub const DIR_OFFSET: usize = BARRIER_OFFSET + 8 * BARRIER_ROUNDS;
 /// Bytes per descriptor.
 pub const ENTRY_BYTES: usize = 64;
+/// Offset of the lock word (word 7) inside a descriptor: outside the check
+/// word, zeroed by [`publish`] and [`retract`], then changed only by peers'
+/// atomics (`Window::lock`).
+pub const LOCK_WORD: usize = 56;
 const CHECK_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Bytes of a control region with `slots` descriptors.
@@ -186,6 +191,15 @@ mod tests {
                 "flip at byte {byte} accepted"
             );
         }
+    }
+
+    #[test]
+    fn lock_word_is_outside_the_check() {
+        let d = sample();
+        let mut b = d.encode();
+        assert_eq!(&b[LOCK_WORD..], &[0u8; 8], "encode zeroes the lock word");
+        b[LOCK_WORD..].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        assert_eq!(Descriptor::decode(&b, 1, 7).unwrap(), d);
     }
 
     #[test]

@@ -50,7 +50,7 @@ struct Cli {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "put_lat,get_lat,put_bw,get_bw,fence_lat,msg_rate"
+        default_value = "put_lat,get_lat,put_bw,get_bw,fence_lat,msg_rate,lock_unlock_lat"
     )]
     ops: Vec<Op>,
     /// Message sizes in bytes (suffixes K, M = KiB, MiB), comma-separated.
@@ -180,6 +180,14 @@ fn notes(world: &World, cli: &Cli) -> Vec<String> {
             n.push(
                 "raw put = delivery-complete write waited for; raw flush is empty (the \
                  window layer does the same on this provider)"
+                    .into(),
+            );
+        }
+        if cli.ops.contains(&Op::LockUnlockLat) {
+            n.push(
+                "lock_unlock_lat raw = transport fetch-add + compare-and-swap + put + flush + \
+                 fetch-add on a word of the target's window: the wire work of an uncontended \
+                 exclusive lock, put and unlock"
                     .into(),
             );
         }

@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use onesided::transport::RemoteAddr;
-use onesided::{Assert, Window, World};
+use onesided::transport::{AtomicOp, RemoteAddr};
+use onesided::{Assert, LockType, Window, World};
 use serde::Serialize;
 
 /// Operations per iteration of the bandwidth patterns.
@@ -35,16 +35,20 @@ pub enum Op {
     /// 8 B puts spread over every other rank, one flush_all.
     #[value(name = "msg_rate")]
     MsgRate,
+    /// Exclusive lock(1) + 8 B put + unlock(1) (uncontended).
+    #[value(name = "lock_unlock_lat")]
+    LockUnlockLat,
 }
 
 impl Op {
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 7] = [
         Op::PutLat,
         Op::GetLat,
         Op::PutBw,
         Op::GetBw,
         Op::FenceLat,
         Op::MsgRate,
+        Op::LockUnlockLat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +59,7 @@ impl Op {
             Op::GetBw => "get_bw",
             Op::FenceLat => "fence_lat",
             Op::MsgRate => "msg_rate",
+            Op::LockUnlockLat => "lock_unlock_lat",
         }
     }
 
@@ -68,7 +73,12 @@ impl Op {
 
     /// Whether the pattern uses the size list (the others use 8 B).
     pub fn sized(self) -> bool {
-        !matches!(self, Op::FenceLat | Op::MsgRate)
+        !matches!(self, Op::FenceLat | Op::MsgRate | Op::LockUnlockLat)
+    }
+
+    /// Whether the pattern runs outside the `lock_all` epoch (onesided mode).
+    pub fn outside_lock_all(self) -> bool {
+        matches!(self, Op::FenceLat | Op::LockUnlockLat)
     }
 
     /// Whether the pattern writes (its last value is checked at the target).
@@ -192,6 +202,35 @@ impl<'w> Origin<'w> {
         Ok(())
     }
 
+    /// The wire work of an uncontended exclusive lock + 8 B put + unlock of
+    /// rank 1, on the transport: fetch-add (announce) and compare-and-swap
+    /// (take), put, flush, fetch-add (release). The word is bytes 8..16 of
+    /// the target's window; the CAS swaps in the value it compares with and
+    /// the release undoes the add, so the window ends unchanged.
+    fn raw_lock_unlock(&mut self) -> onesided::Result<()> {
+        const DELTA: u64 = 1 << 32;
+        let world = self.world;
+        let t = world.bench_transport();
+        let base = self.remote(1)?;
+        let word = RemoteAddr {
+            addr: base.addr + 8,
+            key: base.key,
+        };
+        let sum = AtomicOp {
+            op: libfabric_sys::FI_SUM,
+            datatype: libfabric_sys::FI_UINT64,
+            count: 1,
+        };
+        let mut old = [0u8; 8];
+        t.fetch_atomic(1, sum, &DELTA.to_ne_bytes(), &mut old, word)?;
+        let seen = u64::from_ne_bytes(old).wrapping_add(DELTA).to_ne_bytes();
+        t.compare_atomic(1, libfabric_sys::FI_UINT64, &seen, &seen, &mut old, word)?;
+        self.put1(Mode::Raw, 1, 8)?;
+        self.raw_flush(1)?;
+        t.fetch_atomic(1, sum, &DELTA.wrapping_neg().to_ne_bytes(), &mut old, word)?;
+        Ok(())
+    }
+
     fn put1(&mut self, mode: Mode, rank: usize, len: usize) -> onesided::Result<()> {
         let s = self.next_stamp(len);
         self.last_stamp[rank] = s;
@@ -251,17 +290,17 @@ impl<'w> Origin<'w> {
         self.win
     }
 
-    /// Before/after a fence pattern in onesided mode the passive epoch is
-    /// closed/reopened (outside the timed region).
+    /// Before/after a fence or lock pattern in onesided mode the `lock_all`
+    /// epoch is closed/reopened (outside the timed region).
     pub fn enter(&mut self, op: Op, mode: Mode) -> onesided::Result<()> {
-        if op == Op::FenceLat && mode == Mode::Onesided {
+        if op.outside_lock_all() && mode == Mode::Onesided {
             self.win.unlock_all()?;
         }
         Ok(())
     }
 
     pub fn leave(&mut self, op: Op, mode: Mode) -> onesided::Result<()> {
-        if op == Op::FenceLat && mode == Mode::Onesided {
+        if op.outside_lock_all() && mode == Mode::Onesided {
             self.win.lock_all()?;
         }
         Ok(())
@@ -311,6 +350,14 @@ impl<'w> Origin<'w> {
                         self.raw_flush(1)?;
                         self.world.barrier()?;
                     }
+                },
+                Op::LockUnlockLat => match mode {
+                    Mode::Onesided => {
+                        self.win.lock(1, LockType::Exclusive, Assert::NONE)?;
+                        self.put1(mode, 1, 8)?;
+                        self.win.unlock(1)?;
+                    }
+                    Mode::Raw => self.raw_lock_unlock()?,
                 },
                 Op::MsgRate => {
                     for k in 0..op.ops_per_iter(n) {

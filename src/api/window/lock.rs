@@ -1,0 +1,270 @@
+//! Per-target passive-target locks: `lock(rank, kind, assert)` and
+//! `unlock(rank)`, driven only by 64-bit provider atomics on a lock word in
+//! the target's control region (word 7 of the window's descriptor), so the
+//! target's CPU takes no part. The algorithm and why it is correct are in
+//! `docs/semantics.md` ("Per-target locks").
+//!
+//! Lock word: bits 0..32 count readers (holders of a shared lock, plus
+//! readers briefly probing), bits 32..63 count writers that announced
+//! themselves (waiting or holding), bit 63 is set while a writer holds it.
+
+use std::time::{Duration, Instant};
+
+use super::Window;
+use crate::api::element::Element;
+use crate::epoch::{Assert, LockType};
+use crate::error::{Error, Result};
+use crate::transport::{AtomicKind, AtomicOp, RemoteAddr};
+use crate::window::directory;
+
+/// One reader.
+pub(crate) const READER: u64 = 1;
+/// Mask of the reader count.
+pub(crate) const READERS: u64 = (1 << 32) - 1;
+/// One announced writer.
+pub(crate) const WRITER: u64 = 1 << 32;
+/// Set while a writer holds the lock.
+pub(crate) const HELD: u64 = 1 << 63;
+/// Mask of the announced-writer count.
+pub(crate) const WRITERS: u64 = !(READERS | HELD);
+
+/// A reader may hold the lock iff its increment saw no writer.
+pub(crate) fn reader_admitted(before: u64) -> bool {
+    before & (WRITERS | HELD) == 0
+}
+
+/// A writer that announced itself may take the lock from `seen` iff no
+/// reader and no writer holds it.
+pub(crate) fn writer_may_take(seen: u64) -> bool {
+    seen & (READERS | HELD) == 0
+}
+
+const FIRST_SLEEP: Duration = Duration::from_micros(2);
+const MAX_SLEEP: Duration = Duration::from_micros(500);
+
+/// Bounded exponential backoff that drives progress and honours the
+/// configured timeout.
+struct Backoff<'w> {
+    start: Instant,
+    sleep: Duration,
+    limit: Option<Duration>,
+    what: &'w dyn Fn() -> String,
+}
+
+impl Backoff<'_> {
+    fn pause(&mut self, progress: impl Fn() -> Result<usize>) -> Result<()> {
+        if let Some(limit) = self.limit {
+            if self.start.elapsed() > limit {
+                return Err(Error::Timeout {
+                    what: (self.what)(),
+                    seconds: limit.as_secs(),
+                });
+            }
+        }
+        progress()?;
+        std::thread::sleep(self.sleep);
+        self.sleep = (self.sleep * 2).min(MAX_SLEEP);
+        Ok(())
+    }
+}
+
+impl<T: Element> Window<'_, T> {
+    /// Address of the lock word of this window at `rank`.
+    fn lock_word(&self, rank: usize) -> Result<RemoteAddr> {
+        let ctrl = self.world.control(rank)?;
+        Ok(RemoteAddr {
+            addr: ctrl.addr + (directory::entry_offset(self.slot) + directory::LOCK_WORD) as u64,
+            key: ctrl.key,
+        })
+    }
+
+    /// Atomically adds `delta` (modulo 2^64) to the word, returns the old value.
+    fn word_add(&self, rank: usize, at: RemoteAddr, delta: u64) -> Result<u64> {
+        let what = AtomicOp {
+            op: libfabric_sys::FI_SUM,
+            datatype: libfabric_sys::FI_UINT64,
+            count: 1,
+        };
+        let mut old = [0u8; 8];
+        self.world
+            .transport()
+            .fetch_atomic(rank, what, &delta.to_ne_bytes(), &mut old, at)?;
+        Ok(u64::from_ne_bytes(old))
+    }
+
+    /// Compare-and-swap on the word, returns the old value.
+    fn word_cas(&self, rank: usize, at: RemoteAddr, compare: u64, swap: u64) -> Result<u64> {
+        let mut old = [0u8; 8];
+        self.world.transport().compare_atomic(
+            rank,
+            libfabric_sys::FI_UINT64,
+            &compare.to_ne_bytes(),
+            &swap.to_ne_bytes(),
+            &mut old,
+            at,
+        )?;
+        Ok(u64::from_ne_bytes(old))
+    }
+
+    fn check_lock_atomics(&self, rank: usize) -> Result<()> {
+        let t = self.world.transport();
+        let u64t = libfabric_sys::FI_UINT64;
+        let sum = t.atomic_valid(libfabric_sys::FI_SUM, u64t, AtomicKind::Fetch);
+        let cas = t.atomic_valid(libfabric_sys::FI_CSWAP, u64t, AtomicKind::Compare);
+        if sum.is_none() || cas.is_none() {
+            return Err(Error::Unsupported(format!(
+                "window {}: lock of rank {rank}: provider {} offers no 64-bit fetch-add and \
+                 compare-and-swap (use Assert::NOCHECK or lock_all)",
+                self.id,
+                self.world.provider()
+            )));
+        }
+        Ok(())
+    }
+
+    fn backoff<'w>(&self, what: &'w dyn Fn() -> String) -> Backoff<'w> {
+        Backoff {
+            start: Instant::now(),
+            sleep: FIRST_SLEEP,
+            limit: self.world.config.timeout,
+            what,
+        }
+    }
+
+    fn acquire(&self, rank: usize, kind: LockType) -> Result<()> {
+        self.check_lock_atomics(rank)?;
+        let at = self.lock_word(rank)?;
+        let id = self.id;
+        let what = move || format!("waiting for a {kind:?} lock of rank {rank} (window {id})");
+        let mut wait = self.backoff(&what);
+        let t = self.world.transport();
+        match kind {
+            LockType::Shared => loop {
+                let before = self.word_add(rank, at, READER)?;
+                if reader_admitted(before) {
+                    return Ok(());
+                }
+                // A writer announced itself or holds the lock: step back and
+                // wait (reading only) until no writer is left.
+                let mut seen = self
+                    .word_add(rank, at, READER.wrapping_neg())?
+                    .wrapping_sub(READER);
+                while !reader_admitted(seen) {
+                    wait.pause(|| t.progress())?;
+                    seen = self.word_add(rank, at, 0)?;
+                }
+            },
+            LockType::Exclusive => {
+                // Announce: from now on new readers back off.
+                let seen = self.word_add(rank, at, WRITER)?.wrapping_add(WRITER);
+                let got = self.take_exclusive(rank, at, seen, &mut wait);
+                if got.is_err() {
+                    // Withdraw the announcement so readers are not blocked
+                    // by a writer that gave up (best effort: the word may be
+                    // unreachable, which is what failed).
+                    let _ = self.word_add(rank, at, WRITER.wrapping_neg());
+                }
+                got
+            }
+        }
+    }
+
+    /// An announced writer waits for readers and holders to leave, then
+    /// sets `HELD` by compare-and-swap from the last value `seen`.
+    fn take_exclusive(
+        &self,
+        rank: usize,
+        at: RemoteAddr,
+        mut seen: u64,
+        wait: &mut Backoff<'_>,
+    ) -> Result<()> {
+        let t = self.world.transport();
+        loop {
+            if writer_may_take(seen) {
+                let old = self.word_cas(rank, at, seen, seen | HELD)?;
+                if old == seen {
+                    return Ok(());
+                }
+                seen = old;
+                continue;
+            }
+            wait.pause(|| t.progress())?;
+            seen = self.word_add(rank, at, 0)?;
+        }
+    }
+
+    /// Takes a lock on `rank`'s window: [`LockType::Shared`] (with other
+    /// shared holders) or [`LockType::Exclusive`] (alone). Returns once the
+    /// lock is held; RMA operations to `rank` are then allowed until
+    /// [`Window::unlock`]. Waiting writers keep new shared lockers out, so
+    /// readers cannot starve a writer. With [`Assert::NOCHECK`] the caller
+    /// promises that no conflicting lock exists and nothing is sent. Locks
+    /// on several targets may be held at once; locking oneself goes through
+    /// the provider like any other target. Fails after `ONESIDED_TIMEOUT`.
+    pub fn lock(&self, rank: usize, kind: LockType, assert: Assert) -> Result<()> {
+        self.check_rank(rank)?;
+        let nocheck = assert.contains(Assert::NOCHECK);
+        self.epoch()?.begin_lock(self.id, rank, kind, nocheck)?;
+        let got = if nocheck {
+            // Still learn the target's descriptor so errors show up here.
+            self.target(rank).map(|_| ())
+        } else {
+            self.target(rank).and_then(|_| self.acquire(rank, kind))
+        };
+        let mut state = self.epoch()?;
+        match got {
+            Ok(()) => {
+                state.lock_acquired(rank);
+                Ok(())
+            }
+            Err(e) => {
+                state.lock_failed(rank);
+                Err(e)
+            }
+        }
+    }
+
+    /// Completes every operation to `rank` (locally and at the target, as
+    /// [`Window::flush`]), then releases the lock taken by [`Window::lock`].
+    pub fn unlock(&self, rank: usize) -> Result<()> {
+        self.check_rank(rank)?;
+        self.epoch()?.check_unlock(self.id, rank)?;
+        self.complete_local()?;
+        self.complete_remote(rank)?;
+        let held = self.epoch()?.end_unlock(self.id, rank)?;
+        if held.nocheck {
+            return Ok(());
+        }
+        let at = self.lock_word(rank)?;
+        let delta = match held.kind {
+            LockType::Shared => READER,
+            LockType::Exclusive => WRITER | HELD,
+        };
+        self.word_add(rank, at, delta.wrapping_neg())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_fields() {
+        assert_eq!(READERS & WRITERS, 0);
+        assert_eq!(WRITERS & HELD, 0);
+        assert_eq!(READERS | WRITERS | HELD, u64::MAX);
+        assert!(reader_admitted(0));
+        assert!(reader_admitted(5));
+        assert!(!reader_admitted(WRITER));
+        assert!(!reader_admitted(WRITER | HELD | 3));
+        assert!(writer_may_take(WRITER * 3));
+        assert!(!writer_may_take(WRITER + 1));
+        assert!(!writer_may_take((WRITER * 2) | HELD));
+        // Release of an exclusive holder with another writer waiting.
+        let w = (2 * WRITER) | HELD;
+        let after = w.wrapping_add((WRITER | HELD).wrapping_neg());
+        assert_eq!(after, WRITER);
+        assert_eq!(7u64.wrapping_add(READER.wrapping_neg()), 6);
+    }
+}
