@@ -371,12 +371,7 @@ fn large() {
     }
     world.barrier().unwrap();
     win.free().unwrap();
-    let t = world.stats().transport;
-    assert_eq!(
-        t.rejected_completions, 0,
-        "the provider returned unknown completions: {t:?}"
-    );
-    assert_eq!(t.ops_in_flight, 0, "{t:?}");
+    common::assert_transport_clean(&world);
 }
 
 // ---- (g) errors -------------------------------------------------------------

@@ -86,12 +86,7 @@ fn put_get_lock_all() {
         world.barrier().unwrap();
     }
     win.free().unwrap();
-    let t = world.stats().transport;
-    assert_eq!(
-        t.rejected_completions, 0,
-        "the provider returned unknown completions: {t:?}"
-    );
-    assert_eq!(t.ops_in_flight, 0, "{t:?}");
+    common::assert_transport_clean(&world);
 }
 
 /// Active target: fence, put to the right and get from the left, fence,

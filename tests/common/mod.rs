@@ -494,3 +494,15 @@ pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: 
     );
     eprintln!("[harness] {test} with {env:?}: onesided-run -n {ranks} provider={provider}: ok");
 }
+
+/// Asserts that no operation is left in flight and that the provider never
+/// returned a completion we did not post (a duplicated completion, as
+/// verbs;ofi_rxm produced on soft-RoCE).
+pub fn assert_transport_clean(world: &onesided::World) {
+    let t = world.stats().transport;
+    assert_eq!(
+        t.rejected_completions, 0,
+        "the provider returned unknown completions: {t:?}"
+    );
+    assert_eq!(t.ops_in_flight, 0, "operations left in flight: {t:?}");
+}
