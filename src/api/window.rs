@@ -6,14 +6,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod accumulate;
 mod lock;
+mod sync;
 
 use super::element::{tag_name, Element};
 use super::request::Request;
 use super::world::World;
-use crate::epoch::{Assert, Epoch, SyncState};
+use crate::epoch::SyncState;
 use crate::error::{Error, Result};
 use crate::transport::{Completion, InFlight, Memory, Registration, RemoteAddr};
-use crate::window::directory::{self, Descriptor, ENTRY_BYTES, MAGIC};
+use crate::window::directory::{self, Descriptor, ENTRY_BYTES};
 
 /// Counters of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -378,139 +379,6 @@ impl<'a, T: Element> Window<'a, T> {
             .transport()
             .get_async(rank, &f, Self::remote(&d, off))?;
         Ok(Request::new(self.world.transport(), f, what))
-    }
-
-    // ---- synchronization ---------------------------------------------
-
-    /// Completes request-based operations locally.
-    fn complete_local(&self) -> Result<()> {
-        let id = self.id;
-        self.world.transport().wait(&self.outstanding, &|| {
-            format!("completing operations of window {id}")
-        })
-    }
-
-    /// Targets with writes or atomic updates not yet flushed.
-    fn dirty_targets(&self) -> HashSet<usize> {
-        let mut all: HashSet<usize> = self.dirty.lock().map(|d| d.clone()).unwrap_or_default();
-        if let Ok(a) = self.atomic_dirty.lock() {
-            all.extend(a.iter().copied());
-        }
-        all
-    }
-
-    /// Makes every write and atomic update to `rank` visible there.
-    fn complete_remote(&self, rank: usize) -> Result<()> {
-        self.complete_atomics(rank)?;
-        let was_dirty = self
-            .dirty
-            .lock()
-            .map(|mut d| d.remove(&rank))
-            .unwrap_or(true);
-        if !was_dirty {
-            return Ok(());
-        }
-        // Ordered read-after-write: when this read returns, every earlier
-        // write to `rank` has been applied there.
-        let ctrl = self.world.control(rank)?;
-        let mut word = [0u8; 8];
-        self.world.transport().get(rank, &mut word, ctrl)?;
-        if u64::from_le_bytes(word) != MAGIC {
-            return Err(Error::Protocol {
-                peer: format!("rank {rank}"),
-                message: format!(
-                    "window {}: flush read returned a wrong control word",
-                    self.id
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    fn complete_all(&self) -> Result<()> {
-        self.complete_local()?;
-        for t in self.dirty_targets() {
-            self.complete_remote(t)?;
-        }
-        Ok(())
-    }
-
-    /// Completes all operations to `rank`, locally and at the target.
-    pub fn flush(&self, rank: usize) -> Result<()> {
-        self.check_rank(rank)?;
-        self.epoch()?.flush(self.id, "flush", Some(rank))?;
-        self.complete_local()?;
-        self.complete_remote(rank)
-    }
-
-    /// Completes all operations to every target.
-    pub fn flush_all(&self) -> Result<()> {
-        self.epoch()?.flush(self.id, "flush_all", None)?;
-        self.complete_all()
-    }
-
-    /// Completes operations to `rank` locally (buffers reusable).
-    pub fn flush_local(&self, rank: usize) -> Result<()> {
-        self.check_rank(rank)?;
-        self.epoch()?.flush(self.id, "flush_local", Some(rank))?;
-        self.complete_local()
-    }
-
-    /// Completes all operations locally.
-    pub fn flush_local_all(&self) -> Result<()> {
-        self.epoch()?.flush(self.id, "flush_local_all", None)?;
-        self.complete_local()
-    }
-
-    /// Opens a passive-target epoch to every rank (shared lock).
-    pub fn lock_all(&self) -> Result<()> {
-        self.epoch()?.lock_all(self.id)
-    }
-
-    /// Completes every operation and closes the `lock_all` epoch.
-    pub fn unlock_all(&self) -> Result<()> {
-        self.epoch()?.unlock_all(self.id)?;
-        self.complete_all()?;
-        self.epoch()?.mode = Epoch::Idle;
-        Ok(())
-    }
-
-    /// Active-target synchronization (collective): completes every
-    /// operation of the closing epoch everywhere and opens the next one
-    /// (unless `Assert::NOSUCCEED`).
-    pub fn fence(&self, assert: Assert) -> Result<()> {
-        let next = self.epoch()?.fence(self.id, assert)?;
-        self.complete_all()?;
-        self.world.barrier()?;
-        self.epoch()?.mode = next;
-        Ok(())
-    }
-
-    /// Frees the window (collective): waits until every process is done with
-    /// it, then deregisters and releases the memory. Inside an epoch it
-    /// returns an error and the window stays usable; after a successful free
-    /// every operation on the window returns an error.
-    pub fn free(&mut self) -> Result<()> {
-        self.alive("free")?;
-        self.epoch()?.free(self.id)?;
-        self.complete_all()?;
-        self.world.barrier()?;
-        self.release();
-        Ok(())
-    }
-
-    fn release(&mut self) {
-        if self.freed {
-            return;
-        }
-        self.freed = true;
-        if let Err(e) = directory::retract(self.world.control_memory(), self.slot) {
-            tracing::warn!("window {}: retracting descriptor: {e}", self.id);
-        }
-        if let Ok(mut c) = self.world.rkeys.lock() {
-            c.forget_window(self.id);
-        }
-        self.reg.take();
     }
 }
 
