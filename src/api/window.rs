@@ -83,6 +83,8 @@ impl<'a, T: Element> Window<'a, T> {
             disp_unit: std::mem::size_of::<T>() as u64,
             key: reg.key,
             tag: T::TAG,
+            flags: 0,
+            aux: 0,
         };
         directory::publish(ctrl, slot, &desc)?;
         if let Err(e) = world.barrier() {
@@ -244,6 +246,16 @@ impl<'a, T: Element> Window<'a, T> {
                 tag_name(d.tag),
                 T::NAME
             )));
+        }
+        if d.flags != self.desc.flags {
+            return Err(Error::Protocol {
+                peer: format!("rank {rank}"),
+                message: format!(
+                    "window {}: it decided the per-window flags {:#x}, this rank {:#x} \
+                     (ranks must agree on the accumulate path and window kind)",
+                    self.id, d.flags, self.desc.flags
+                ),
+            });
         }
         if let Ok(mut c) = self.world.rkeys.lock() {
             c.insert(rank, d);

@@ -7,14 +7,19 @@
 //! |---|---|
 //! | 0 | magic `ONESIDE1` (also the target of ordered flush reads) |
 //! | 8 + 8·k, k < 64 | barrier flag of dissemination round k |
-//! | 520 + 64·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
+//! | 520 + 128·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
 //!
-//! A descriptor is eight words: `window id` (0 = empty), `base`, `length in
-//! bytes`, `displacement unit`, `key`, `element type tag`, `check`, and the
-//! window's lock word (`Window::lock`). `check` is the XOR of the first six
-//! words with a constant, so a torn or stale read is detected and retried;
-//! the lock word changes under atomics at any time and is not checked. The owner writes `id` last
-//! when creating and clears it first when freeing.
+//! A descriptor is sixteen words. Words 0–7 describe the window and never
+//! change while it lives: `window id` (0 = empty), `base`, `length in
+//! bytes`, `displacement unit`, `key`, `element type tag`, `flags` (per-window
+//! decisions every rank must agree on, see [`Descriptor::flags`]) and `aux`
+//! (a value owned by the feature that sets a flag). Word 8, `check`, is the
+//! XOR of words 0–7 with a constant, so a torn or stale read is detected.
+//! Words 9–15 are *sync words*, changed by peers' atomics at any time and
+//! therefore outside the check: 9 is the window's lock word
+//! (`Window::lock`), 10 and 11 are the post and complete counters of
+//! post/start/complete/wait, 12–15 are reserved (zero). The owner writes `id`
+//! last when creating and clears it first when freeing.
 
 use crate::error::{Error, Result};
 use crate::transport::Memory;
@@ -28,11 +33,18 @@ pub const BARRIER_ROUNDS: usize = 64;
 /// Offset of the first descriptor.
 pub const DIR_OFFSET: usize = BARRIER_OFFSET + 8 * BARRIER_ROUNDS;
 /// Bytes per descriptor.
-pub const ENTRY_BYTES: usize = 64;
-/// Offset of the lock word (word 7) inside a descriptor: outside the check
-/// word, zeroed by [`publish`] and [`retract`], then changed only by peers'
-/// atomics (`Window::lock`).
-pub const LOCK_WORD: usize = 56;
+pub const ENTRY_BYTES: usize = 128;
+/// Offset of the check word (word 8) inside a descriptor.
+const CHECK_WORD: usize = 64;
+/// Offset of the first sync word (word 9): sync words are outside the check
+/// word, zeroed by [`publish`] and [`retract`], then changed only by atomics.
+pub const SYNC_WORDS: usize = 72;
+/// Offset of the lock word (word 9) inside a descriptor (`Window::lock`).
+pub const LOCK_WORD: usize = 72;
+/// Offset of the post counter (word 10): post/start/complete/wait.
+pub const POST_WORD: usize = 80;
+/// Offset of the complete counter (word 11): post/start/complete/wait.
+pub const COMPLETE_WORD: usize = 88;
 const CHECK_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Bytes of a control region with `slots` descriptors.
@@ -60,14 +72,29 @@ pub struct Descriptor {
     pub key: u64,
     /// Element type tag (see `Element::TAG`).
     pub tag: u64,
+    /// Per-window decisions that every rank must make identically (bit
+    /// assignments are owned by the features that set them; 0 = none).
+    /// Checked on first access to a peer, so a disagreement is an error, not
+    /// silent corruption.
+    pub flags: u64,
+    /// A value belonging to a feature selected in `flags` (0 = none).
+    pub aux: u64,
 }
 
 impl Descriptor {
     fn check_word(&self) -> u64 {
-        self.id ^ self.base ^ self.len ^ self.disp_unit ^ self.key ^ self.tag ^ CHECK_SALT
+        self.id
+            ^ self.base
+            ^ self.len
+            ^ self.disp_unit
+            ^ self.key
+            ^ self.tag
+            ^ self.flags
+            ^ self.aux
+            ^ CHECK_SALT
     }
 
-    /// Encodes into a descriptor's 64 bytes.
+    /// Encodes into a descriptor's `ENTRY_BYTES` bytes.
     pub fn encode(&self) -> [u8; ENTRY_BYTES] {
         let words = [
             self.id,
@@ -76,8 +103,9 @@ impl Descriptor {
             self.disp_unit,
             self.key,
             self.tag,
+            self.flags,
+            self.aux,
             self.check_word(),
-            0,
         ];
         let mut out = [0u8; ENTRY_BYTES];
         for (i, w) in words.iter().enumerate() {
@@ -86,7 +114,7 @@ impl Descriptor {
         out
     }
 
-    /// Decodes and validates 64 bytes read from rank `peer`, expecting window
+    /// Decodes and validates the `ENTRY_BYTES` bytes read from rank `peer`, expecting window
     /// `id`. Every field is checked before anything uses it.
     pub fn decode(bytes: &[u8; ENTRY_BYTES], peer: usize, id: u64) -> Result<Descriptor> {
         let w = |i: usize| {
@@ -105,6 +133,8 @@ impl Descriptor {
             disp_unit: w(3),
             key: w(4),
             tag: w(5),
+            flags: w(6),
+            aux: w(7),
         };
         if d.id == 0 {
             return Err(bad(format!(
@@ -117,7 +147,7 @@ impl Descriptor {
                 d.id
             )));
         }
-        if w(6) != d.check_word() {
+        if w(CHECK_WORD / 8) != d.check_word() {
             return Err(bad(format!(
                 "descriptor of window {id} fails its check word (torn or corrupt)"
             )));
@@ -169,6 +199,8 @@ mod tests {
             disp_unit: 8,
             key: 42,
             tag: 3,
+            flags: 5,
+            aux: 11,
         }
     }
 
@@ -183,7 +215,7 @@ mod tests {
         let d = sample();
         assert!(Descriptor::decode(&d.encode(), 1, 8).is_err());
         assert!(Descriptor::decode(&[0u8; ENTRY_BYTES], 1, 7).is_err());
-        for byte in 8..56 {
+        for byte in 8..SYNC_WORDS {
             let mut b = d.encode();
             b[byte] ^= 0x10;
             assert!(
@@ -194,11 +226,17 @@ mod tests {
     }
 
     #[test]
-    fn lock_word_is_outside_the_check() {
+    fn sync_words_are_outside_the_check() {
         let d = sample();
         let mut b = d.encode();
-        assert_eq!(&b[LOCK_WORD..], &[0u8; 8], "encode zeroes the lock word");
-        b[LOCK_WORD..].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        assert_eq!(
+            &b[SYNC_WORDS..],
+            &[0u8; ENTRY_BYTES - SYNC_WORDS],
+            "encode zeroes the sync words"
+        );
+        for off in [LOCK_WORD, POST_WORD, COMPLETE_WORD] {
+            b[off..off + 8].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        }
         assert_eq!(Descriptor::decode(&b, 1, 7).unwrap(), d);
     }
 

@@ -106,6 +106,8 @@ mod tests {
             disp_unit: 8,
             key: 1,
             tag: 1,
+            flags: 0,
+            aux: 0,
         }
     }
 
