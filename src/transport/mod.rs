@@ -12,6 +12,7 @@
 //! operation completes.
 
 pub mod completion;
+pub mod cpu_atomic;
 pub mod inflight;
 pub mod memory;
 pub mod ofi;

@@ -1,0 +1,239 @@
+use std::sync::Arc;
+
+use libfabric_sys as fi;
+
+use super::*;
+
+const INT_OPS: [u32; 12] = [
+    fi::FI_SUM,
+    fi::FI_PROD,
+    fi::FI_MIN,
+    fi::FI_MAX,
+    fi::FI_BAND,
+    fi::FI_BOR,
+    fi::FI_BXOR,
+    fi::FI_LAND,
+    fi::FI_LOR,
+    fi::FI_LXOR,
+    fi::FI_ATOMIC_WRITE,
+    fi::FI_ATOMIC_READ,
+];
+
+fn what(op: u32, datatype: u32, count: usize) -> AtomicOp {
+    AtomicOp {
+        op,
+        datatype,
+        count,
+    }
+}
+
+/// The reference: plain arithmetic on i64 values, the way MPI defines it.
+fn reference(op: u32, t: i64, o: i64) -> i64 {
+    let b = |x: i64| x != 0;
+    match op {
+        fi::FI_SUM => t.wrapping_add(o),
+        fi::FI_PROD => t.wrapping_mul(o),
+        fi::FI_MIN => t.min(o),
+        fi::FI_MAX => t.max(o),
+        fi::FI_BAND => t & o,
+        fi::FI_BOR => t | o,
+        fi::FI_BXOR => t ^ o,
+        fi::FI_LAND => (b(t) && b(o)) as i64,
+        fi::FI_LOR => (b(t) || b(o)) as i64,
+        fi::FI_LXOR => (b(t) != b(o)) as i64,
+        fi::FI_ATOMIC_WRITE => o,
+        _ => t,
+    }
+}
+
+#[test]
+fn every_integer_op_matches_the_reference() {
+    let targets: [i64; 6] = [0, 1, -3, 7, 100, -128];
+    let origins: [i64; 6] = [5, 0, 2, -7, 3, 1];
+    for op in INT_OPS {
+        let mem = Memory::allocate(64).unwrap();
+        for (i, t) in targets.iter().enumerate() {
+            mem.write(i * 8, &t.to_ne_bytes()).unwrap();
+        }
+        let src: Vec<u8> = origins.iter().flat_map(|o| o.to_ne_bytes()).collect();
+        let mut old = vec![0u8; 48];
+        accumulate(&mem, 0, what(op, fi::FI_INT64, 6), &src, Some(&mut old)).unwrap();
+        for i in 0..6 {
+            let mut b = [0u8; 8];
+            mem.read(i * 8, &mut b).unwrap();
+            let got = i64::from_ne_bytes(b);
+            assert_eq!(
+                got,
+                reference(op, targets[i], origins[i]),
+                "op {op} element {i}"
+            );
+            let prev = i64::from_ne_bytes(old[i * 8..i * 8 + 8].try_into().unwrap());
+            assert_eq!(prev, targets[i], "fetched value, op {op} element {i}");
+        }
+    }
+}
+
+#[test]
+fn small_types_wrap_and_keep_neighbours() {
+    let mem = Memory::allocate(8).unwrap();
+    mem.write(0, &[250u8, 9, 9, 9]).unwrap();
+    accumulate(&mem, 0, what(fi::FI_SUM, fi::FI_UINT8, 1), &[10], None).unwrap();
+    let mut b = [0u8; 4];
+    mem.read(0, &mut b).unwrap();
+    assert_eq!(b, [4, 9, 9, 9], "u8 SUM wraps and touches one byte");
+    mem.write(0, &(-100i16).to_ne_bytes()).unwrap();
+    accumulate(
+        &mem,
+        0,
+        what(fi::FI_MIN, fi::FI_INT16, 1),
+        &(-200i16).to_ne_bytes(),
+        None,
+    )
+    .unwrap();
+    let mut h = [0u8; 2];
+    mem.read(0, &mut h).unwrap();
+    assert_eq!(i16::from_ne_bytes(h), -200, "signed MIN");
+}
+
+#[test]
+fn floats_and_their_refusals() {
+    let mem = Memory::allocate(16).unwrap();
+    mem.write(0, &1.5f64.to_ne_bytes()).unwrap();
+    accumulate(
+        &mem,
+        0,
+        what(fi::FI_PROD, fi::FI_DOUBLE, 1),
+        &4.0f64.to_ne_bytes(),
+        None,
+    )
+    .unwrap();
+    let mut b = [0u8; 8];
+    mem.read(0, &mut b).unwrap();
+    assert_eq!(f64::from_ne_bytes(b), 6.0);
+    mem.write(8, &2.0f32.to_ne_bytes()).unwrap();
+    let mut old = [0u8; 4];
+    accumulate(
+        &mem,
+        8,
+        what(fi::FI_MAX, fi::FI_FLOAT, 1),
+        &(-1.0f32).to_ne_bytes(),
+        Some(&mut old),
+    )
+    .unwrap();
+    assert_eq!(f32::from_ne_bytes(old), 2.0);
+    for op in [fi::FI_BAND, fi::FI_LOR] {
+        assert!(!supports(op, fi::FI_DOUBLE));
+        let e = accumulate(&mem, 0, what(op, fi::FI_DOUBLE, 1), &[0; 8], None);
+        assert!(matches!(e, Err(Error::Unsupported(_))), "{e:?}");
+    }
+}
+
+#[test]
+fn compare_swap_compares_bits() {
+    let mem = Memory::allocate(8).unwrap();
+    mem.write(0, &7u64.to_ne_bytes()).unwrap();
+    let mut old = [0u8; 8];
+    compare_swap(
+        &mem,
+        0,
+        fi::FI_UINT64,
+        &3u64.to_ne_bytes(),
+        &9u64.to_ne_bytes(),
+        &mut old,
+    )
+    .unwrap();
+    assert_eq!(
+        u64::from_ne_bytes(old),
+        7,
+        "no swap: returns the current value"
+    );
+    compare_swap(
+        &mem,
+        0,
+        fi::FI_UINT64,
+        &7u64.to_ne_bytes(),
+        &9u64.to_ne_bytes(),
+        &mut old,
+    )
+    .unwrap();
+    assert_eq!(u64::from_ne_bytes(old), 7);
+    assert_eq!(mem.load_u64(0).unwrap(), 9, "swapped");
+    let mut o1 = [0u8; 1];
+    mem.write(3, &[5]).unwrap();
+    compare_swap(&mem, 3, fi::FI_INT8, &[5], &[6], &mut o1).unwrap();
+    let mut b = [0u8; 1];
+    mem.read(3, &mut b).unwrap();
+    assert_eq!((o1[0], b[0]), (5, 6));
+}
+
+#[test]
+fn bad_arguments_are_errors_not_accesses() {
+    let mem = Memory::allocate(16).unwrap();
+    let sum = |n| what(fi::FI_SUM, fi::FI_UINT64, n);
+    assert!(
+        accumulate(&mem, 16, sum(1), &[0; 8], None).is_err(),
+        "past the end"
+    );
+    assert!(
+        accumulate(&mem, 8, sum(2), &[0; 16], None).is_err(),
+        "straddles the end"
+    );
+    assert!(accumulate(&mem, usize::MAX, sum(1), &[0; 8], None).is_err());
+    assert!(accumulate(&mem, 0, sum(usize::MAX), &[], None).is_err());
+    assert!(
+        accumulate(&mem, 4, sum(1), &[0; 8], None).is_err(),
+        "misaligned"
+    );
+    assert!(
+        accumulate(&mem, 0, sum(1), &[0; 4], None).is_err(),
+        "short source"
+    );
+    let mut short = [0u8; 4];
+    assert!(accumulate(&mem, 0, sum(1), &[0; 8], Some(&mut short)).is_err());
+    assert!(accumulate(&mem, 0, what(fi::FI_CSWAP, fi::FI_UINT64, 1), &[0; 8], None).is_err());
+    let mut old = [0u8; 8];
+    assert!(compare_swap(&mem, 12, fi::FI_UINT64, &[0; 8], &[0; 8], &mut old).is_err());
+    assert!(compare_swap(&mem, 0, fi::FI_UINT64, &[0; 4], &[0; 8], &mut old).is_err());
+    assert!(compare_swap(&mem, 0, 999, &[0; 8], &[0; 8], &mut old).is_err());
+    assert_eq!(mem.load_u64(0).unwrap(), 0, "nothing was written");
+}
+
+#[test]
+fn concurrent_updates_lose_nothing() {
+    const THREADS: u64 = 4;
+    const ADDS: u64 = 20_000;
+    let mem = Arc::new(Memory::allocate(16).unwrap());
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let mem = mem.clone();
+            std::thread::spawn(move || {
+                for _ in 0..ADDS {
+                    accumulate(
+                        &mem,
+                        0,
+                        what(fi::FI_SUM, fi::FI_UINT64, 1),
+                        &1u64.to_ne_bytes(),
+                        None,
+                    )
+                    .unwrap();
+                    // f64 adds of 1.0 are exact up to 2^53: a lost update shows.
+                    accumulate(
+                        &mem,
+                        8,
+                        what(fi::FI_SUM, fi::FI_DOUBLE, 1),
+                        &1.0f64.to_ne_bytes(),
+                        None,
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(mem.load_u64(0).unwrap(), THREADS * ADDS);
+    let mut b = [0u8; 8];
+    mem.read(8, &mut b).unwrap();
+    assert_eq!(f64::from_ne_bytes(b), (THREADS * ADDS) as f64);
+}
