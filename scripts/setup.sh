@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages that onesided needs to build and test,
-# and checks that a Rust toolchain is available.
+# and a Rust toolchain (Debian's cargo-web when no cargo >= 1.82 is on PATH).
 #
 # Idempotent and silent when everything is already there: `apt-get update`
 # and `apt-get install` run only for packages that are missing. Uses sudo
-# only when not root. Does not install Rust itself.
+# only when not root.
 set -euo pipefail
 
 packages=(
@@ -53,18 +53,52 @@ else
     echo "setup.sh: make sure the equivalents of these are installed: ${packages[*]} and a C compiler" >&2
 fi
 
-if ! command -v cargo >/dev/null; then
-    {
-        echo "setup.sh: cargo was not found in PATH."
-        if [[ -x ${CARGO_HOME:-$HOME/.cargo}/bin/cargo ]]; then
-            echo "It is installed in ${CARGO_HOME:-$HOME/.cargo}/bin; add it to PATH:"
-            echo "    . \"${CARGO_HOME:-$HOME/.cargo}/env\""
-        else
-            echo "Install Rust (stable, 1.75 or newer) with rustup, then open a new shell:"
-            echo "    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh"
-            echo "    . \"\$HOME/.cargo/env\""
-            echo "See https://rustup.rs for other methods."
+# Rust: any cargo >= 1.82 on PATH (rustup or distribution). Otherwise, on
+# Debian 12, Debian's own `cargo-web` (Rust 1.96 from bookworm-security,
+# the toolchain Debian keeps current for its browsers) is installed: it
+# replaces the too-old `cargo` package (Rust 1.63) if that is installed.
+min_rust=82
+# (No `grep -q` after a pipe: under pipefail the writer's SIGPIPE fails it.)
+has_candidate() { [[ $(apt-cache policy "$1" 2>/dev/null) =~ Candidate:\ [0-9] ]]; }
+rust_minor() {
+    command -v cargo >/dev/null || return 0
+    cargo --version 2>/dev/null | sed -n 's/^cargo 1\.\([0-9]*\).*/\1/p' || true
+}
+
+if ! command -v cargo >/dev/null && [[ -x ${CARGO_HOME:-$HOME/.cargo}/bin/cargo ]]; then
+    echo "setup.sh: cargo is installed in ${CARGO_HOME:-$HOME/.cargo}/bin but not on PATH; using it." >&2
+    echo "setup.sh: add it to your shell:  . \"${CARGO_HOME:-$HOME/.cargo}/env\"" >&2
+    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+fi
+
+minor=$(rust_minor)
+if [[ -z $minor || $minor -lt $min_rust ]]; then
+    have=${minor:+"cargo 1.$minor (too old, need 1.$min_rust)"}
+    have=${have:-"no cargo"}
+    if command -v apt-get >/dev/null; then
+        sudo=()
+        if [[ $(id -u) -ne 0 ]]; then
+            command -v sudo >/dev/null || { echo "setup.sh: $have, not root and no sudo: install cargo-web as root" >&2; exit 1; }
+            sudo=(sudo)
         fi
+        if ! has_candidate cargo-web; then
+            "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        fi
+    fi
+    if command -v apt-get >/dev/null && has_candidate cargo-web; then
+        echo "setup.sh: $have; installing Debian's cargo-web (Rust from Debian's security updates)"
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo-web
+        hash -r
+        minor=$(rust_minor)
+    fi
+fi
+if [[ -z $minor || $minor -lt $min_rust ]]; then
+    {
+        echo "setup.sh: a Rust toolchain with cargo 1.$min_rust or newer is needed (found: ${minor:+cargo 1.$minor}${minor:-none})."
+        echo "On Debian 12:  apt-get update && apt-get install cargo-web"
+        echo "Elsewhere, with rustup (https://rustup.rs):"
+        echo "    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh"
+        echo "    . \"\$HOME/.cargo/env\""
     } >&2
     exit 1
 fi
