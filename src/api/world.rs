@@ -7,6 +7,7 @@ use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, ProgressMode};
 use crate::error::{Error, Result};
 use crate::progress::ProgressAgent;
+use crate::transport::am::{ActiveMessages, AmStats};
 use crate::transport::ofi::OfiTransport;
 use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transport};
 use crate::window::directory::{self, BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
@@ -26,6 +27,8 @@ pub struct WorldStats {
     pub control_region_bytes: usize,
     /// The transport's counters (operations in flight, rejected completions).
     pub transport: crate::transport::TransportStats,
+    /// The active-message layer's counters (protocol errors, requests).
+    pub active_messages: AmStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -37,8 +40,9 @@ pub struct World {
     ctrl_reg: Registration,
     ctrl: Memory<'static>,
     pub(crate) transport: SharedTransport,
-    boot: Box<dyn Bootstrap>,
-    pub(crate) peers: PeerTable,
+    pub(crate) am: Arc<ActiveMessages>,
+    boot: Arc<dyn Bootstrap>,
+    pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
     pub(crate) config: Config,
     next_window: AtomicU64,
@@ -51,8 +55,27 @@ impl World {
     pub fn init() -> Result<World> {
         let config = Config::from_env()?;
         init_tracing(config.verbose);
-        let boot = bootstrap::init()?;
+        let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
         let transport: SharedTransport = Arc::new(OfiTransport::open(&config)?);
+        let peers = Arc::new(PeerTable::default());
+        let am = {
+            // Replies may go to a rank this process never contacted: the
+            // resolver fetches its card (no reference cycle with the
+            // transport, which holds the dispatcher).
+            let (boot, peers, t) = (boot.clone(), peers.clone(), Arc::downgrade(&transport));
+            Arc::new(ActiveMessages::new(
+                boot.rank(),
+                boot.size(),
+                config.timeout,
+                move |rank| {
+                    let t = t
+                        .upgrade()
+                        .ok_or_else(|| Error::InvalidArgument("the transport is gone".into()))?;
+                    peers.control(rank, boot.as_ref(), t.as_ref()).map(|_| ())
+                },
+            ))
+        };
+        transport.set_receiver(am.clone());
 
         let ctrl = Memory::allocate(directory::region_bytes(config.max_windows))?;
         ctrl.store_u64(0, MAGIC)?;
@@ -93,8 +116,9 @@ impl World {
             ctrl_reg,
             ctrl,
             transport,
+            am,
             boot,
-            peers: PeerTable::default(),
+            peers,
             rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),
             config,
             next_window: AtomicU64::new(1),
@@ -144,7 +168,15 @@ impl World {
             rkey_cache: self.rkeys.lock().map(|c| c.stats()).unwrap_or_default(),
             control_region_bytes: self.ctrl.len(),
             transport: self.transport.stats(),
+            active_messages: self.am.stats(),
         }
+    }
+
+    /// Internal support, not a stable API: the active-message layer (tests
+    /// register handlers of kinds from `am::kind::USER` on).
+    #[doc(hidden)]
+    pub fn active_messages(&self) -> &ActiveMessages {
+        &self.am
     }
 
     /// Waits until every process has called `barrier` (a dissemination

@@ -11,6 +11,7 @@
 //! forms take an [`InFlight`] buffer that cannot be touched or freed before the
 //! operation completes.
 
+pub mod am;
 pub mod completion;
 pub mod cpu_atomic;
 pub mod inflight;
@@ -120,11 +121,55 @@ impl Registration {
 /// Counters of a back-end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TransportStats {
-    /// Operations posted and not completed yet.
+    /// Operations posted and not completed yet (receive buffers not counted).
     pub ops_in_flight: usize,
     /// Completions ignored because their context did not match an
     /// operation in flight (a provider bug, if ever non-zero).
     pub rejected_completions: u64,
+    /// Messages sent ([`Transport::send`] and replies built by a [`Receiver`]).
+    pub sends: u64,
+    /// Bytes of those messages.
+    pub send_bytes: u64,
+    /// Messages received and handed to the receiver.
+    pub messages_received: u64,
+    /// Messages received and dropped: no receiver installed, truncated, or
+    /// a reply to a rank that could not be reached.
+    pub messages_dropped: u64,
+}
+
+/// Largest message [`Transport::send`] accepts, in bytes, and the size of
+/// each pre-posted receive buffer. Small enough for every provider's eager
+/// protocol here (tcp;ofi_rxm sends up to 16 KiB eagerly, shm 4 KiB
+/// inline), so a message never waits for a rendezvous with a receiver that
+/// has no buffer posted.
+pub const MAX_MESSAGE: usize = 4096;
+
+/// Receive buffers each process keeps posted (a constant pool of
+/// `RECV_BUFFERS` x [`MAX_MESSAGE`] bytes).
+pub const RECV_BUFFERS: usize = 64;
+
+/// What the transport does with a message that arrived.
+///
+/// Invariants (relied on by the back-end and by implementors):
+/// * `receive` runs on whichever thread reads the completion queue — the
+///   progress agent or an application thread waiting in the library — so
+///   two calls may run at the same time, on different buffers. It must not
+///   block on the network (it must not wait for completions, post and wait,
+///   or call [`Transport::progress`]): a receiver that waited could hold the
+///   buffer the awaited message needs.
+/// * `buf` is the whole receive buffer ([`MAX_MESSAGE`] bytes), the message
+///   its first `len` bytes; nobody else touches it during the call.
+/// * Returning `Some((to, n))` sends `buf[..n]` to rank `to` as a reply,
+///   without blocking: the buffer is posted again for receiving only once
+///   that send completed. Replies therefore need no buffer of their own, and
+///   the messages a process has in flight as replies are bounded by
+///   [`RECV_BUFFERS`].
+pub trait Receiver: Send + Sync {
+    /// Handles one message; optionally asks for a reply built in `buf`.
+    fn receive(&self, buf: &mut [u8], len: usize) -> Option<(usize, usize)>;
+    /// Makes `rank` reachable (adds it as a peer) before a reply is sent to
+    /// it; called at most once per peer the reply path has not seen yet.
+    fn resolve(&self, rank: usize) -> Result<()>;
 }
 
 /// A network back-end.
@@ -200,6 +245,13 @@ pub trait Transport: Send + Sync {
         result: &InFlight,
         dst: RemoteAddr,
     ) -> Result<()>;
+    /// Sends `bytes` (at most [`MAX_MESSAGE`]) to one of `target`'s
+    /// pre-posted receive buffers; returns when `bytes` may be reused. The
+    /// receiver's [`Receiver`] sees the message when its CQ is read.
+    fn send(&self, target: usize, bytes: &[u8]) -> Result<()>;
+    /// Installs the handler of incoming messages (messages that arrive
+    /// before are dropped and counted in [`TransportStats::messages_dropped`]).
+    fn set_receiver(&self, receiver: Arc<dyn Receiver>);
     /// Reads completions and drives the provider; returns how many completed.
     fn progress(&self) -> Result<usize>;
     /// Drives progress until `done` has nothing pending (bounded by the

@@ -11,6 +11,7 @@ use libfabric_sys as fi;
 
 use super::fault::{fabric_error, strerror, EAGAIN, EAVAIL};
 use super::mr::LocalMr;
+use super::msg::{self, MsgRole};
 use super::rma::Trackers;
 use super::OfiTransport;
 use crate::error::Result;
@@ -31,6 +32,9 @@ pub struct OpContext {
     pub what: &'static str,
     /// Target rank, for error messages.
     pub target: usize,
+    /// Set for receive buffers and replies (`msg.rs`), which are not
+    /// counted done on a tracker but handed to the message layer.
+    pub msg: Option<MsgRole>,
 }
 
 impl OpContext {
@@ -56,6 +60,7 @@ impl OpContext {
             _keep: keep,
             what,
             target,
+            msg: None,
         };
         let token = t.ops.insert(op);
         if token.is_null() {
@@ -87,18 +92,23 @@ impl OpContext {
 
 const BATCH: usize = 16;
 
-/// Reads all available completions; returns how many there were.
+/// Reads all available completions; returns how many there were. Posts
+/// that returned `-FI_EAGAIN` in the message layer are retried first.
 pub fn drain(t: &OfiTransport) -> Result<usize> {
+    msg::retry(t);
     let mut total = 0;
     loop {
-        let mut entries = [fi::fi_cq_entry::default(); BATCH];
-        // SAFETY: live CQ opened with FI_CQ_FORMAT_CONTEXT; buffer holds BATCH entries.
+        let mut entries = [fi::fi_cq_msg_entry::default(); BATCH];
+        // SAFETY: live CQ opened with FI_CQ_FORMAT_MSG; buffer holds BATCH entries.
         let n = unsafe { fi::fi_cq_read(t.cq.as_ptr(), entries.as_mut_ptr().cast(), BATCH) };
         if n > 0 {
             for e in &entries[..n as usize] {
                 if !e.op_context.is_null() {
                     if let Some(ctx) = t.ops.take(e.op_context) {
-                        ctx.complete();
+                        match ctx.msg {
+                            Some(role) => msg::completed(t, ctx, role, e.len, true),
+                            None => ctx.complete(),
+                        }
                     }
                 }
             }
@@ -164,6 +174,13 @@ fn read_error(t: &OfiTransport) -> Result<()> {
     let Some(ctx) = t.ops.take(err.op_context) else {
         return Ok(());
     };
+    if let Some(role) = ctx.msg {
+        if err.err != fi::FI_ECANCELED {
+            tracing::warn!("{} failed: {} ({detail})", ctx.what, strerror(err.err));
+        }
+        msg::completed(t, ctx, role, err.len, false);
+        return Ok(());
+    }
     ctx.fail(format!(
         "{} to rank {} failed: {} (provider: {detail})",
         ctx.what,

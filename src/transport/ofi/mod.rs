@@ -18,6 +18,7 @@ pub mod fault;
 mod fid;
 pub mod info;
 mod mr;
+mod msg;
 mod ops;
 mod rma;
 mod staging;
@@ -27,7 +28,7 @@ pub use rma::backoff;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use libfabric_sys as fi;
@@ -36,8 +37,8 @@ use self::fault::check;
 use self::fid::Owned;
 use self::info::InfoList;
 use super::{
-    AtomicKind, AtomicOp, Completion, InFlight, Memory, Registration, RemoteAddr, Transport,
-    TransportProps, TransportStats,
+    AtomicKind, AtomicOp, Completion, InFlight, Memory, Receiver, Registration, RemoteAddr,
+    Transport, TransportProps, TransportStats,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -50,6 +51,9 @@ pub struct OfiTransport {
     // Contexts of operations in flight hold registrations: before the endpoint.
     ops: ops::OpTable,
     ep: Owned<fi::fid_ep>,
+    // Receive buffers: the provider may write them until the endpoint is
+    // closed, so they go after it (and their registration before the domain).
+    msgs: Option<msg::Messages>,
     av: Owned<fi::fid_av>,
     cq: Owned<fi::fid_cq>,
     domain: Owned<fi::fid_domain>,
@@ -97,7 +101,7 @@ impl OfiTransport {
         let domain::Domain { domain, fabric } = domain::Domain::open(entry)?;
 
         let mut cq_attr = fi::fi_cq_attr {
-            format: fi::FI_CQ_FORMAT_CONTEXT,
+            format: fi::FI_CQ_FORMAT_MSG,
             wait_obj: fi::FI_WAIT_NONE,
             ..Default::default()
         };
@@ -168,6 +172,7 @@ impl OfiTransport {
             staging: None,
             ops: ops::OpTable::default(),
             ep,
+            msgs: None,
             av,
             cq,
             domain,
@@ -185,6 +190,8 @@ impl OfiTransport {
         if t.props.mr_local {
             t.staging = Some(staging::Staging::new(&t)?);
         }
+        t.msgs = Some(msg::Messages::new(&t)?);
+        msg::post_all(&t);
         // A flush of atomics is an atomic read of a 64-bit word, ordered
         // after the updates (FI_ORDER_ATOMIC_RAW); see docs/semantics.md.
         let read_word = atomic::valid(&t, fi::FI_ATOMIC_READ, fi::FI_UINT64, AtomicKind::Fetch);
@@ -236,9 +243,19 @@ impl OfiTransport {
 
 impl Transport for OfiTransport {
     fn stats(&self) -> TransportStats {
+        let m = self.msgs.as_ref();
+        let get =
+            |f: fn(&msg::Messages) -> &AtomicU64| m.map_or(0, |m| f(m).load(Ordering::Relaxed));
         TransportStats {
-            ops_in_flight: self.ops.in_flight(),
+            ops_in_flight: self
+                .ops
+                .in_flight()
+                .saturating_sub(m.map_or(0, |m| m.held())),
             rejected_completions: self.ops.rejected(),
+            sends: get(|m| &m.sends),
+            send_bytes: get(|m| &m.send_bytes),
+            messages_received: get(|m| &m.received),
+            messages_dropped: get(|m| &m.dropped),
         }
     }
 
@@ -377,6 +394,16 @@ impl Transport for OfiTransport {
         dst: RemoteAddr,
     ) -> Result<()> {
         atomic::fetch_async(self, target, what, data, result, dst)
+    }
+
+    fn send(&self, target: usize, bytes: &[u8]) -> Result<()> {
+        msg::send(self, target, bytes)
+    }
+
+    fn set_receiver(&self, receiver: Arc<dyn Receiver>) {
+        if let Some(m) = &self.msgs {
+            m.set_receiver(receiver);
+        }
     }
 
     fn progress(&self) -> Result<usize> {

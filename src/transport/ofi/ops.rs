@@ -127,6 +127,7 @@ mod tests {
             _keep: None,
             what: "test",
             target: 0,
+            msg: None,
         }
     }
 
