@@ -6,6 +6,7 @@
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
 //! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
 //! | `ONESIDED_MAX_WINDOWS` | 256 | windows alive at once per process (slots of the window directory) |
+//! | `ONESIDED_MAX_ATTACH` | 64 | regions attached at once to one dynamic window per process (entries of its attachment table, 32 bytes each) |
 //! | `ONESIDED_TIMEOUT` | 60 | seconds an operation may wait for the network before it fails (0 = forever) |
 //! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
 //! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
@@ -34,6 +35,8 @@ pub struct Config {
     pub rkey_cache: usize,
     /// Directory slots (windows alive at once).
     pub max_windows: usize,
+    /// Entries of a dynamic window's attachment table.
+    pub max_attach: usize,
     /// Bound on network waits; `None` waits forever.
     pub timeout: Option<Duration>,
     /// Print setup information.
@@ -84,6 +87,7 @@ impl Config {
             progress,
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,
             max_windows: number("ONESIDED_MAX_WINDOWS", 256, 1, 1 << 20)?,
+            max_attach: number("ONESIDED_MAX_ATTACH", 64, 1, 1 << 15)?,
             timeout: (secs > 0).then(|| Duration::from_secs(secs as u64)),
             verbose: flag("ONESIDED_VERBOSE"),
             force_mr_local: flag("ONESIDED_MR_LOCAL"),

@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod accumulate;
+mod dynamic;
 mod lock;
 mod sync;
 
@@ -23,6 +24,10 @@ pub struct WindowStats {
     pub cached_peers: usize,
     /// Targets with writes not yet flushed.
     pub dirty_targets: usize,
+    /// Dynamic windows: attachment tables read from peers (cache misses).
+    pub attach_table_reads: u64,
+    /// Dynamic windows: peers whose attachment table is cached.
+    pub cached_attach_tables: usize,
 }
 
 /// A window of `T` elements, created collectively by every process.
@@ -40,6 +45,8 @@ pub struct Window<'a, T: Element> {
     atomic_dirty: Mutex<HashSet<usize>>,
     atomics: accumulate::Support,
     freed: bool,
+    // Attached regions (dynamic windows): deregistered with the window.
+    dynamic: Option<dynamic::Dynamic>,
     // Deregister before the memory goes away.
     reg: Option<Registration>,
     mem: Memory<'a>,
@@ -52,16 +59,18 @@ impl<'a, T: Element> Window<'a, T> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME))
         })?;
-        Self::build(world, Memory::allocate(bytes)?, len)
+        Self::build(world, Memory::allocate(bytes)?, len, 0)
     }
 
     /// Exposes user memory as a window for as long as the window lives (collective).
     pub fn create(world: &'a World, mem: &'a mut [T]) -> Result<Self> {
         let len = mem.len();
-        Self::build(world, Memory::borrow(mem), len)
+        Self::build(world, Memory::borrow(mem), len, 0)
     }
 
-    fn build(world: &'a World, mem: Memory<'a>, len: usize) -> Result<Self> {
+    /// Creates the window over `mem` (`len` local elements), with the
+    /// window-kind bits `flags` in its descriptor.
+    fn build(world: &'a World, mem: Memory<'a>, len: usize, flags: u64) -> Result<Self> {
         let id = world.next_window_id();
         let ctrl = world.control_memory();
         let slots = world.config.max_windows;
@@ -83,7 +92,7 @@ impl<'a, T: Element> Window<'a, T> {
             disp_unit: std::mem::size_of::<T>() as u64,
             key: reg.key,
             tag: T::TAG,
-            flags: 0,
+            flags,
             aux: 0,
         };
         directory::publish(ctrl, slot, &desc)?;
@@ -104,6 +113,7 @@ impl<'a, T: Element> Window<'a, T> {
             atomic_dirty: Mutex::new(HashSet::new()),
             atomics: accumulate::Support::probe::<T>(world.transport()),
             freed: false,
+            dynamic: None,
             reg: Some(reg),
             mem,
             _t: PhantomData,
@@ -135,6 +145,8 @@ impl<'a, T: Element> Window<'a, T> {
                 .map(|c| c.entries_for(self.id))
                 .unwrap_or(0),
             dirty_targets: self.dirty_targets().len(),
+            attach_table_reads: self.dynamic.as_ref().map_or(0, |d| d.table_reads()),
+            cached_attach_tables: self.dynamic.as_ref().map_or(0, |d| d.cached_tables()),
         }
     }
 
@@ -155,6 +167,11 @@ impl<'a, T: Element> Window<'a, T> {
     /// Copies local window elements starting at `disp` into `out`.
     pub fn local_read(&self, disp: usize, out: &mut [T]) -> Result<()> {
         self.alive("local_read")?;
+        if self.is_dynamic() {
+            return self.own_region(disp, out.len(), |m, off| {
+                m.read(off, bytemuck::cast_slice_mut(out))
+            });
+        }
         let off = self.local_range(disp, out.len())?;
         self.mem.read(off, bytemuck::cast_slice_mut(out))
     }
@@ -162,6 +179,11 @@ impl<'a, T: Element> Window<'a, T> {
     /// Copies `data` into the local window at `disp`.
     pub fn local_write(&self, disp: usize, data: &[T]) -> Result<()> {
         self.alive("local_write")?;
+        if self.is_dynamic() {
+            return self.own_region(disp, data.len(), |m, off| {
+                m.write(off, bytemuck::cast_slice(data))
+            });
+        }
         let off = self.local_range(disp, data.len())?;
         self.mem.write(off, bytemuck::cast_slice(data))
     }
@@ -275,6 +297,19 @@ impl<'a, T: Element> Window<'a, T> {
     ) -> Result<(usize, Descriptor)> {
         self.check_rank(rank)?;
         self.epoch()?.may_issue(self.id, op, rank)?;
+        if self.is_dynamic() {
+            let at = self.dynamic_remote(rank, disp, n)?;
+            self.epoch()?.issue(self.id, op, rank)?;
+            let off = disp * std::mem::size_of::<T>();
+            // A descriptor for this one access, such that `remote(d, off)`
+            // is the resolved address (offsets are absolute addresses here).
+            let d = Descriptor {
+                base: at.addr.wrapping_sub(off as u64),
+                key: at.key,
+                ..self.desc
+            };
+            return Ok((off, d));
+        }
         let d = self.target(rank)?;
         let target_len = (d.len / d.disp_unit) as usize;
         match disp.checked_add(n) {
@@ -295,7 +330,7 @@ impl<'a, T: Element> Window<'a, T> {
 
     fn remote(d: &Descriptor, off: usize) -> RemoteAddr {
         RemoteAddr {
-            addr: d.base + off as u64,
+            addr: d.base.wrapping_add(off as u64),
             key: d.key,
         }
     }
@@ -314,7 +349,7 @@ impl<'a, T: Element> Window<'a, T> {
     pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
         let (off, d) = self.access("put", rank, disp, data.len())?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        if rank == self.world.rank() {
+        if rank == self.world.rank() && !self.is_dynamic() {
             return self.mem.write(off, bytes);
         }
         self.mark_dirty(rank);
@@ -328,7 +363,7 @@ impl<'a, T: Element> Window<'a, T> {
     pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
         let (off, d) = self.access("get", rank, disp, out.len())?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        if rank == self.world.rank() {
+        if rank == self.world.rank() && !self.is_dynamic() {
             return self.mem.read(off, bytes);
         }
         self.world
@@ -349,7 +384,7 @@ impl<'a, T: Element> Window<'a, T> {
             T::NAME,
             self.id
         );
-        if rank == self.world.rank() {
+        if rank == self.world.rank() && !self.is_dynamic() {
             self.mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
             return Ok(Request::new(
                 self.world.transport(),
@@ -378,7 +413,7 @@ impl<'a, T: Element> Window<'a, T> {
             T::NAME,
             self.id
         );
-        if rank == self.world.rank() {
+        if rank == self.world.rank() && !self.is_dynamic() {
             self.mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
             return Ok(Request::new(
                 self.world.transport(),

@@ -18,6 +18,9 @@ enum Owner {
     Library(Layout),
     /// Borrowed from the user for `'a`.
     User,
+    /// A `Vec<T>` handed over by the user (dynamic-window attach), kept
+    /// here untouched so that only raw-pointer copies reach its buffer.
+    Vec(Box<dyn std::any::Any + Send + Sync>),
 }
 
 /// A registered-memory candidate: allocated by the library or borrowed.
@@ -53,6 +56,32 @@ impl Memory<'static> {
             owner: Owner::Library(layout),
             _borrow: PhantomData,
         })
+    }
+}
+
+impl Memory<'static> {
+    /// Takes ownership of `v`; [`Memory::into_vec`] gives it back.
+    pub fn from_vec<T: bytemuck::Pod + Send + Sync>(mut v: Vec<T>) -> Memory<'static> {
+        let len = std::mem::size_of_val(v.as_slice());
+        let ptr = NonNull::new(v.as_mut_ptr().cast::<u8>()).unwrap_or(NonNull::dangling());
+        Memory {
+            ptr,
+            len,
+            owner: Owner::Vec(Box::new(v)),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The `Vec<T>` given to [`Memory::from_vec`] (`None` for other memory).
+    pub fn into_vec<T: bytemuck::Pod + Send + Sync>(mut self) -> Option<Vec<T>> {
+        let owner = std::mem::replace(&mut self.owner, Owner::User);
+        match owner {
+            Owner::Vec(b) => b.downcast::<Vec<T>>().ok().map(|v| *v),
+            other => {
+                self.owner = other;
+                None
+            }
+        }
     }
 }
 

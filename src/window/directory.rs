@@ -45,6 +45,10 @@ pub const LOCK_WORD: usize = 72;
 pub const POST_WORD: usize = 80;
 /// Offset of the complete counter (word 11): post/start/complete/wait.
 pub const COMPLETE_WORD: usize = 88;
+/// `flags` bit: a dynamic window (`Window::create_dynamic`); base, length
+/// and key describe its attachment table (`window::attach`), not memory.
+/// Bits 16–23 of `flags` describe the window kind.
+pub const FLAG_DYNAMIC: u64 = 1 << 16;
 const CHECK_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Bytes of a control region with `slots` descriptors.

@@ -1,0 +1,202 @@
+//! Dynamic windows: attach, access by displacement from peers and oneself,
+//! attach after peers cached the table, detach, and the errors. Real
+//! processes, real providers, every byte checked (see tests/common).
+
+#[macro_use]
+mod common;
+
+use onesided::{Assert, Op, Window, World};
+
+const N: usize = 1000;
+
+fn value(owner: usize, region: usize, i: usize) -> u64 {
+    ((owner as u64) << 40) ^ ((region as u64) << 32) ^ (i as u64 * 0x9e37)
+}
+
+/// Compares element by element, reporting the first difference only.
+fn same(got: &[u64], want: &[u64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        panic!(
+            "{what}: element {i} is {:#x}, expected {:#x}",
+            got[i], want[i]
+        );
+    }
+}
+
+/// Exchanges every rank's `disp` through a regular window (as an MPI
+/// program would with an allgather); returns them by rank.
+fn exchange(world: &World, disp: usize) -> Vec<usize> {
+    let mut dir = Window::<u64>::allocate(world, 1).unwrap();
+    dir.local_write(0, &[disp as u64]).unwrap();
+    dir.fence(Assert::NONE).unwrap();
+    let all = (0..world.size())
+        .map(|r| {
+            let mut v = [0u64];
+            dir.get(r, 0, &mut v).unwrap();
+            v[0] as usize
+        })
+        .collect();
+    dir.fence(Assert::NOSUCCEED).unwrap();
+    dir.free().unwrap();
+    all
+}
+
+fn attach_put_get_detach() {
+    let world = World::init().unwrap();
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let mut win = Window::<u64>::create_dynamic(&world).unwrap();
+    assert!(win.is_dynamic());
+
+    // Region 0: attached before anyone accesses it.
+    let d0 = win
+        .attach((0..N).map(|i| value(me, 0, i)).collect())
+        .unwrap();
+    let disps0 = exchange(&world, d0);
+
+    win.lock_all().unwrap();
+    // Read the neighbour's region, then overwrite its second half at an odd
+    // displacement, and read that back.
+    let mut got = vec![0u64; N];
+    win.get(right, disps0[right], &mut got).unwrap();
+    let want: Vec<u64> = (0..N).map(|i| value(right, 0, i)).collect();
+    same(
+        &got,
+        &want,
+        &format!("get of rank {right}'s attached region"),
+    );
+    // Nobody writes before everybody has read the initial contents.
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    win.lock_all().unwrap();
+    let mine: Vec<u64> = (0..N / 2).map(|i| value(me, 7, i)).collect();
+    win.put(right, disps0[right] + N / 2 - 1, &mine).unwrap();
+    win.flush(right).unwrap();
+    let mut back = vec![0u64; N / 2];
+    win.get(right, disps0[right] + N / 2 - 1, &mut back)
+        .unwrap();
+    same(&back, &mine, &format!("put then get on rank {right}"));
+    // To oneself, through the provider's loopback (elements 1 and 2).
+    win.put(me, d0 + 1, &[42, 43]).unwrap();
+    win.flush(me).unwrap();
+    let mut two = [0u64; 2];
+    win.get(me, d0 + 1, &mut two).unwrap();
+    assert_eq!(two, [42, 43], "self put/get");
+    // Accumulates go through the same resolution (element 0).
+    let old = win.fetch_and_op(right, disps0[right], 5, Op::Sum).unwrap();
+    assert_eq!(old, value(right, 0, 0), "fetch_and_op on rank {right}");
+    let reads_before = win.stats().attach_table_reads;
+    assert!(reads_before >= 1, "the table was read: {:?}", win.stats());
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+
+    // Every owner checks its region: its left neighbour's put and SUM, its
+    // own self put.
+    let left = (me + n - 1) % n;
+    let mut mem = vec![0u64; N];
+    win.local_read(d0, &mut mem).unwrap();
+    let mut expect: Vec<u64> = (0..N).map(|i| value(me, 0, i)).collect();
+    expect[0] = expect[0].wrapping_add(5);
+    expect[1] = 42;
+    expect[2] = 43;
+    for (i, v) in (0..N / 2).map(|i| value(left, 7, i)).enumerate() {
+        expect[N / 2 - 1 + i] = v;
+    }
+    same(
+        &mem,
+        &expect,
+        &format!("rank {me}'s region after the epoch"),
+    );
+
+    // Region 1: attached after peers cached our table; their first access
+    // misses and re-reads it.
+    let d1 = win.attach(vec![7u64; 16]).unwrap();
+    let disps1 = exchange(&world, d1);
+    win.lock_all().unwrap();
+    let mut x = [0u64; 16];
+    win.get(right, disps1[right], &mut x).unwrap();
+    assert_eq!(x, [7u64; 16]);
+    assert!(
+        win.stats().attach_table_reads > reads_before || right == me,
+        "a new region is found by re-reading the table: {:?}",
+        win.stats()
+    );
+    // Errors: unattached address, straddling the end, past region 1.
+    let e = win.get(right, 1, &mut x).unwrap_err().to_string();
+    assert!(
+        e.contains("no region attached") && e.contains(&format!("rank {right}")),
+        "{e}"
+    );
+    let e = win
+        .get(right, disps1[right] + 8, &mut x)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no region attached"), "{e}");
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+
+    // Detach gives the buffers back with what peers wrote.
+    let r1 = win.detach(d1).unwrap();
+    assert_eq!(r1, vec![7u64; 16]);
+    let r0 = win.detach(d0).unwrap();
+    assert_eq!(r0.len(), N);
+    same(&r0, &mem, "the detached buffer holds what peers wrote");
+    assert!(win.detach(d0).is_err(), "detach twice");
+    assert!(
+        win.local_read(d0, &mut x).is_err(),
+        "local access after detach"
+    );
+    world.barrier().unwrap();
+    win.free().unwrap();
+    common::assert_transport_clean(&world);
+}
+
+fn misuse() {
+    let world = World::init().unwrap();
+    let win = Window::<u64>::allocate(&world, 8).unwrap();
+    let e = win.attach(vec![1]).unwrap_err().to_string();
+    assert!(e.contains("dynamic"), "{e}");
+    assert!(win.detach(0).is_err());
+    let mut dynw = Window::<u64>::create_dynamic(&world).unwrap();
+    assert!(dynw.attach(Vec::new()).is_err(), "empty attach");
+    let limit: usize = std::env::var("ONESIDED_MAX_ATTACH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let disps: Vec<usize> = (0..limit)
+        .map(|i| dynw.attach(vec![i as u64]).unwrap())
+        .collect();
+    let e = dynw.attach(vec![0]).unwrap_err().to_string();
+    assert!(e.contains("ONESIDED_MAX_ATTACH"), "{e}");
+    dynw.detach(disps[0]).unwrap();
+    dynw.attach(vec![9]).unwrap();
+    // No epoch: an access is refused before anything is resolved.
+    let mut x = [0u64];
+    assert!(dynw.get(0, disps[1], &mut x).is_err());
+    dynw.free().unwrap();
+    let mut win = win;
+    win.free().unwrap();
+}
+
+spmd_test!(
+    dynamic_attach_put_get_detach,
+    &[2, 4],
+    attach_put_get_detach
+);
+spmd_test!(dynamic_misuse, &[2], misuse);
+
+#[test]
+fn dynamic_attach_table_of_two() {
+    if common::providers().iter().all(|p| p != "tcp") {
+        eprintln!("SKIP: tcp is not in ONESIDED_TEST_PROVIDERS");
+        return;
+    }
+    common::run_variant(
+        module_path!(),
+        "dynamic_misuse",
+        2,
+        "tcp",
+        &[("ONESIDED_MAX_ATTACH", "2")],
+    );
+}
