@@ -1,6 +1,9 @@
 //! Runs `onesided-bench` briefly over tcp under `onesided-run -n 2` and checks
-//! its JSON lines: both ops present with positive latencies, raw beside
-//! onesided, and the correctness check passed. Also: CLI errors are clear.
+//! its JSON lines: the ops present with positive latencies, raw beside
+//! onesided, and the correctness check passed (also for the atomic
+//! patterns, whose check counts every operation). Negative controls: the
+//! hidden `--expect-wrong` must make the checks fail. Also: CLI errors are
+//! clear.
 
 #[macro_use]
 #[allow(unused_macros)]
@@ -66,6 +69,99 @@ fn bench_tcp_json_put_get_latency() {
         .expect("check line");
     assert_eq!(check["check"], "ok", "{}", out.stdout);
     assert!(check["checked"].as_u64().unwrap_or(0) >= 8, "{check}");
+}
+
+/// The result line of (op, mode, size).
+fn result<'a>(lines: &'a [Value], op: &str, mode: &str, size: u64) -> Option<&'a Value> {
+    lines
+        .iter()
+        .find(|v| v["type"] == "result" && v["op"] == op && v["mode"] == mode && v["size"] == size)
+}
+
+const ATOMIC_OPS: [&str; 4] = ["acc_lat", "acc_rate", "fop_lat", "cas_lat"];
+
+fn atomics_cmd(extra: &[&str]) -> Command {
+    let mut cmd = Command::new(common::onesided_run());
+    cmd.args(["-n", "2", "--provider", "tcp", BENCH])
+        .args(["--ops", &ATOMIC_OPS.join(","), "--reps", "1"])
+        .args(["--time", "0.01", "--max-iters", "200", "--json", "--raw"])
+        .args(extra)
+        .env_remove("ONESIDED_PROVIDER");
+    cmd
+}
+
+/// Every atomic pattern runs through the window layer and raw, and the
+/// checks pass: the target word holds the exact operation count, fetch-and-op
+/// returned 0, 1, 2, ... and compare-and-swap the compared values.
+#[test]
+fn bench_tcp_atomics_run_and_check() {
+    let out = common::run_with_limit(atomics_cmd(&[]), Duration::from_secs(90));
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "onesided-bench failed:\n{}",
+        out.tail(30)
+    );
+    let lines = json_lines(&out.stdout);
+    for op in ATOMIC_OPS {
+        for mode in ["onesided", "raw"] {
+            let r = result(&lines, op, mode, 8)
+                .unwrap_or_else(|| panic!("no {op} {mode} in\n{}", out.stdout));
+            let lat = r["lat_us"].as_f64().expect("lat_us");
+            assert!(lat > 0.0 && lat.is_finite(), "{op} {mode}: {lat}");
+            assert_eq!(r["rate_mops"].is_f64(), op == "acc_rate", "{r}");
+            if op == "acc_rate" {
+                assert_eq!(r["ops_per_iter"], 1024, "{r}");
+            }
+        }
+    }
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .expect("check line");
+    assert_eq!(check["check"], "ok", "{}", out.stdout);
+    let text = check.to_string();
+    // 8 target-side counts + fop order and cas old values, both modes.
+    assert!(check["checked"].as_u64().unwrap_or(0) >= 12, "{text}");
+}
+
+/// Negative control for the atomic checks: with `--expect-wrong` the targets
+/// expect a count off by 10^6 and the origin expects every returned value
+/// off by one, so every atomic pattern must report a failure of both kinds.
+#[test]
+fn bench_atomics_check_detects_wrong_values() {
+    let out = common::run_with_limit(atomics_cmd(&["--expect-wrong"]), Duration::from_secs(90));
+    let status = out.status.expect("onesided-bench did not finish");
+    assert!(!status.success(), "check passed:\n{}", out.tail(20));
+    let lines = json_lines(&out.stdout);
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
+    assert_eq!(check["check"], "FAIL");
+    let failed: Vec<&str> = check["failed"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for op in ATOMIC_OPS {
+        for mode in ["onesided", "raw"] {
+            let label = format!("{op} 8 {mode}: rank 1 holds the wrong last value");
+            assert!(
+                failed.contains(&label.as_str()),
+                "{label} not in {failed:?}"
+            );
+        }
+    }
+    for op in ["fop_lat", "cas_lat"] {
+        for mode in ["onesided", "raw"] {
+            let prefix = format!("{op} 8 {mode}: ");
+            assert!(
+                failed
+                    .iter()
+                    .any(|f| f.starts_with(&prefix) && f.contains("wrong return values")),
+                "no wrong-return failure for {op} {mode} in {failed:?}"
+            );
+        }
+    }
 }
 
 /// Negative control: targets told to expect a wrong value must make the

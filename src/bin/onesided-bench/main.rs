@@ -12,19 +12,22 @@
 //! every target's control window, barrier, work, barrier. See
 //! `docs/performance.md`.
 
+mod atomics;
+mod cli;
 mod patterns;
 mod plot;
 mod report;
 mod stats;
 
 use std::error::Error;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 use onesided::{Window, World};
 
+use atomics::{AtomicWindows, Atomics};
+use cli::Cli;
 use patterns::{expected, target_run, Mode, Op, Origin};
 use report::{Document, Header, Record};
 
@@ -37,81 +40,6 @@ const FAILURES_WORD: usize = 7;
 const RUN: u64 = 1;
 const VERIFY: u64 = 2;
 const STOP: u64 = 3;
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "onesided-bench",
-    about = "RMA latency/bandwidth benchmark of onesided (rank 0 origin, rank 1 target); \
-             run under `onesided-run -n 2` or `mpiexec.hydra -n 2`"
-)]
-struct Cli {
-    /// Patterns, comma-separated.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "put_lat,get_lat,put_bw,get_bw,fence_lat,msg_rate,lock_unlock_lat"
-    )]
-    ops: Vec<Op>,
-    /// Message sizes in bytes (suffixes K, M = KiB, MiB), comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_parser = parse_size,
-        default_value = "8,64,256,1K,4K,16K,64K,256K,1M,4M"
-    )]
-    sizes: Vec<usize>,
-    /// Repetitions per measurement (median, min and max are reported).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    reps: u32,
-    /// Target seconds per repetition (iterations = min(max-iters, time / op time), at least 3).
-    #[arg(long, default_value_t = 0.5, value_parser = parse_time, allow_negative_numbers = true)]
-    time: f64,
-    /// Most iterations per repetition.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    max_iters: u64,
-    /// Print JSON lines (header, one per result, notes, check) instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Also write the whole run as one JSON document to this file.
-    #[arg(long, value_name = "FILE")]
-    json_file: Option<PathBuf>,
-    /// Write latency and bandwidth versus size as SVG to this file.
-    #[arg(long, value_name = "FILE.svg")]
-    plot: Option<PathBuf>,
-    /// Also run every pattern directly on the transport (no window layer).
-    #[arg(long)]
-    raw: bool,
-    /// Negative control for the tests: ask the targets to expect a wrong
-    /// last value, so the check must fail.
-    #[arg(long, hide = true)]
-    expect_wrong: bool,
-}
-
-fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let (num, mul) = match t.to_ascii_uppercase() {
-        u if u.ends_with("KIB") => (&t[..t.len() - 3], 1usize << 10),
-        u if u.ends_with("MIB") => (&t[..t.len() - 3], 1 << 20),
-        u if u.ends_with('K') => (&t[..t.len() - 1], 1 << 10),
-        u if u.ends_with('M') => (&t[..t.len() - 1], 1 << 20),
-        _ => (t, 1),
-    };
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 8, 64K, 4M)"))?;
-    match n.checked_mul(mul) {
-        Some(v) if (1..=1 << 30).contains(&v) => Ok(v),
-        _ => Err(format!("size '{s}' must be between 1 byte and 1 GiB")),
-    }
-}
-
-fn parse_time(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a duration in seconds in (0, 3600]")),
-    }
-}
 
 /// Rank 0's side of the step protocol.
 struct Commander<'a, 'w> {
@@ -191,6 +119,15 @@ fn notes(world: &World, cli: &Cli) -> Vec<String> {
                     .into(),
             );
         }
+        if cli.ops.iter().any(|o| o.atomic()) {
+            n.push(
+                "acc_lat/acc_rate/fop_lat/cas_lat raw = transport atomic / fetch_atomic / \
+                 compare_atomic on the target word; raw acc flush = one 8-byte atomic read of \
+                 it where atomics are ordered read-after-write (else nothing: the updates were \
+                 delivery-complete); fop/cas need no flush (the result arrived)"
+                    .into(),
+            );
+        }
         if cli.ops.contains(&Op::FenceLat) {
             n.push(
                 "fence_lat raw = World::barrier + transport put + flush read + World::barrier: \
@@ -208,6 +145,7 @@ fn origin(
     cli: &Cli,
     win: Window<'_, u8>,
     ctl: &Window<'_, u64>,
+    aw: &AtomicWindows<'_>,
     max_size: usize,
 ) -> Result<Outcome, Box<dyn Error>> {
     let n = world.size();
@@ -219,6 +157,8 @@ fn origin(
     };
     let mut o = Origin::new(world, win, max_size);
     o.win.lock_all()?;
+    aw.lock_all()?;
+    let mut atom = Atomics::new(world, aw, cli.expect_wrong);
     let mut out = Outcome {
         results: Vec::new(),
         notes: notes(world, cli),
@@ -232,14 +172,19 @@ fn origin(
     };
     let reps = cli.reps as usize;
     let step = |o: &mut Origin<'_>,
+                atom: &mut Atomics<'_, '_>,
                 cmd: &mut Commander<'_, '_>,
-                op,
+                op: Op,
                 mode,
                 size,
                 iters|
      -> onesided::Result<Duration> {
         cmd.send(RUN, op, mode, size, iters, &[])?;
-        let t = o.run(op, mode, size, iters)?;
+        let t = if op.atomic() {
+            atom.run(op, mode, iters)?
+        } else {
+            o.run(op, mode, size, iters)?
+        };
         world.barrier()?;
         Ok(t)
     };
@@ -254,6 +199,9 @@ fn origin(
             for &mode in modes {
                 let label = format!("{} {} {}", op.name(), size, mode.name());
                 o.clear_stamps();
+                if op.atomic() {
+                    atom.reset(op)?;
+                }
                 let want_get = if op.writes() {
                     None
                 } else {
@@ -265,11 +213,11 @@ fn origin(
                 } else {
                     10.min(cli.max_iters)
                 };
-                step(&mut o, &mut cmd, op, mode, size, warm)?;
+                step(&mut o, &mut atom, &mut cmd, op, mode, size, warm)?;
                 // Calibrate: grow until one call takes a twentieth of the target.
                 let mut it = 1u64;
                 let per = loop {
-                    let t = step(&mut o, &mut cmd, op, mode, size, it)?.as_secs_f64();
+                    let t = step(&mut o, &mut atom, &mut cmd, op, mode, size, it)?.as_secs_f64();
                     if t >= cli.time / 20.0 || it >= cli.max_iters {
                         break t / it as f64;
                     }
@@ -278,7 +226,7 @@ fn origin(
                 let iters = stats::plan_iters(per, cli.time, cli.max_iters);
                 let mut per_op_us = Vec::with_capacity(reps);
                 for _ in 0..reps {
-                    let t = step(&mut o, &mut cmd, op, mode, size, iters)?;
+                    let t = step(&mut o, &mut atom, &mut cmd, op, mode, size, iters)?;
                     per_op_us.push(t.as_secs_f64() * 1e6 / (iters as f64 * per_iter as f64));
                 }
                 o.leave(op, mode)?;
@@ -293,7 +241,23 @@ fn origin(
                             .push(format!("{label}: last get returned wrong data"));
                     }
                 }
-                verify(&mut cmd, &o, op, mode, size, &label, &mut out)?;
+                if op.atomic() {
+                    o.last_stamp[1] = atom.count;
+                    match atom.wrong.take() {
+                        Some(w) => out.failed.push(format!(
+                            "{label}: {} wrong return values, first: {w}",
+                            atom.wrong_count
+                        )),
+                        None if op == Op::FopLat => out
+                            .checked
+                            .push(format!("{label}: returned 0..{} in order", atom.count)),
+                        None if op == Op::CasLat => out
+                            .checked
+                            .push(format!("{label}: {} expected old values", atom.count)),
+                        None => {}
+                    }
+                }
+                verify(&mut cmd, &o.last_stamp, op, mode, size, &label, &mut out)?;
             }
         }
     }
@@ -313,7 +277,7 @@ fn origin(
     }
     verify(
         &mut cmd,
-        &o,
+        &o.last_stamp,
         Op::PutLat,
         Mode::Onesided,
         CHECK_BYTES,
@@ -325,14 +289,16 @@ fn origin(
     let mut win = o.into_window();
     win.unlock_all()?;
     win.free()?;
+    aw.unlock_all()?;
     Ok(out)
 }
 
 /// The targets compare what they hold with the last value the pattern wrote
-/// to them (ranks it did not write skip the check).
+/// to them, or for an atomic pattern with the number of operations issued
+/// (ranks it did not write skip the check).
 fn verify(
     cmd: &mut Commander<'_, '_>,
-    o: &Origin<'_>,
+    last_stamp: &[u64],
     op: Op,
     mode: Mode,
     size: usize,
@@ -340,7 +306,7 @@ fn verify(
     out: &mut Outcome,
 ) -> onesided::Result<()> {
     let n = cmd.world.size();
-    let mut stamps = o.last_stamp.clone();
+    let mut stamps = last_stamp.to_vec();
     if cmd.expect_wrong {
         for s in stamps.iter_mut().filter(|s| **s != 0) {
             *s += 1_000_000;
@@ -367,6 +333,7 @@ fn target(
     world: &World,
     mut win: Window<'_, u8>,
     ctl: &Window<'_, u64>,
+    aw: &AtomicWindows<'_>,
 ) -> Result<bool, Box<dyn Error>> {
     let mut last = 0u64;
     let mut failures = 0u64;
@@ -383,6 +350,18 @@ fn target(
         let (size, iters, stamp) = (w[3] as usize, w[4], w[6]);
         match w[1] {
             RUN => target_run(world, &win, op, mode, iters)?,
+            VERIFY if stamp != 0 && op.atomic() => {
+                if let Err(e) = aw.check(op, stamp)? {
+                    failures += 1;
+                    eprintln!(
+                        "rank {}: after {} {}: the word {e}",
+                        world.rank(),
+                        op.name(),
+                        mode.name()
+                    );
+                    ctl.local_write(FAILURES_WORD, &[failures])?;
+                }
+            }
             VERIFY if stamp != 0 => {
                 let want = expected(stamp, size);
                 let mut have = vec![0u8; size];
@@ -511,16 +490,19 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
         .max(CHECK_BYTES);
     let win = Window::<u8>::allocate(&world, max_size)?;
     let mut ctl = Window::<u64>::allocate(&world, CTL_WORDS)?;
+    let aw = AtomicWindows::allocate(&world)?;
     ctl.lock_all()?;
     let ok = if world.rank() == 0 {
-        let out = origin(&world, cli, win, &ctl, max_size)?;
+        let out = origin(&world, cli, win, &ctl, &aw, max_size)?;
         ctl.unlock_all()?;
         ctl.free()?;
+        aw.free()?;
         emit(cli, head, out)?
     } else {
-        let ok = target(&world, win, &ctl)?;
+        let ok = target(&world, win, &ctl, &aw)?;
         ctl.unlock_all()?;
         ctl.free()?;
+        aw.free()?;
         ok
     };
     Ok(ok)

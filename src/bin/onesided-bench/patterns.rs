@@ -38,10 +38,22 @@ pub enum Op {
     /// Exclusive lock(1) + 8 B put + unlock(1) (uncontended).
     #[value(name = "lock_unlock_lat")]
     LockUnlockLat,
+    /// accumulate(SUM, 1 × f64) + flush.
+    #[value(name = "acc_lat")]
+    AccLat,
+    /// 1024 × accumulate(SUM, 1 × f64), one flush (million ops/s).
+    #[value(name = "acc_rate")]
+    AccRate,
+    /// fetch_and_op(SUM, i64) + flush.
+    #[value(name = "fop_lat")]
+    FopLat,
+    /// compare_and_swap(i64) + flush.
+    #[value(name = "cas_lat")]
+    CasLat,
 }
 
 impl Op {
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 11] = [
         Op::PutLat,
         Op::GetLat,
         Op::PutBw,
@@ -49,6 +61,10 @@ impl Op {
         Op::FenceLat,
         Op::MsgRate,
         Op::LockUnlockLat,
+        Op::AccLat,
+        Op::AccRate,
+        Op::FopLat,
+        Op::CasLat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +76,10 @@ impl Op {
             Op::FenceLat => "fence_lat",
             Op::MsgRate => "msg_rate",
             Op::LockUnlockLat => "lock_unlock_lat",
+            Op::AccLat => "acc_lat",
+            Op::AccRate => "acc_rate",
+            Op::FopLat => "fop_lat",
+            Op::CasLat => "cas_lat",
         }
     }
 
@@ -73,7 +93,17 @@ impl Op {
 
     /// Whether the pattern uses the size list (the others use 8 B).
     pub fn sized(self) -> bool {
-        !matches!(self, Op::FenceLat | Op::MsgRate | Op::LockUnlockLat)
+        matches!(self, Op::PutLat | Op::GetLat | Op::PutBw | Op::GetBw)
+    }
+
+    /// Whether the pattern runs on the atomic windows (`atomics.rs`).
+    pub fn atomic(self) -> bool {
+        matches!(self, Op::AccLat | Op::AccRate | Op::FopLat | Op::CasLat)
+    }
+
+    /// Whether the figure of merit is an operation rate.
+    pub fn is_rate(self) -> bool {
+        matches!(self, Op::MsgRate | Op::AccRate)
     }
 
     /// Whether the pattern runs outside the `lock_all` epoch (onesided mode).
@@ -101,6 +131,7 @@ impl Op {
         match self {
             Op::PutBw | Op::GetBw => BW_WINDOW,
             Op::MsgRate => RATE_BATCH.max(ranks.saturating_sub(1)),
+            Op::AccRate => crate::atomics::ACC_BATCH,
             _ => 1,
         }
     }
@@ -359,6 +390,12 @@ impl<'w> Origin<'w> {
                     }
                     Mode::Raw => self.raw_lock_unlock()?,
                 },
+                Op::AccLat | Op::AccRate | Op::FopLat | Op::CasLat => {
+                    return Err(onesided::Error::InvalidArgument(format!(
+                        "{} runs on the atomic windows",
+                        op.name()
+                    )))
+                }
                 Op::MsgRate => {
                     for k in 0..op.ops_per_iter(n) {
                         self.put1(mode, 1 + k % (n - 1), 8)?;

@@ -56,7 +56,7 @@ pub struct Record {
     /// MB/s (1e6 B/s) from the median, for the bandwidth patterns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bw_mbps: Option<f64>,
-    /// Million operations per second from the median, for msg_rate.
+    /// Million operations per second from the median, for msg_rate and acc_rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_mops: Option<f64>,
 }
@@ -83,7 +83,7 @@ impl Record {
             lat_min_us: s.min,
             lat_max_us: s.max,
             bw_mbps: op.is_bw().then(|| size as f64 / per_op_s / 1e6),
-            rate_mops: (op == Op::MsgRate).then(|| 1.0 / per_op_s / 1e6),
+            rate_mops: op.is_rate().then(|| 1.0 / per_op_s / 1e6),
         }
     }
 }
