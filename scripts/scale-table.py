@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The table of scripts/scale.sh: reads DIR/P.jsonl (onesided-scale's JSON
+lines, one per rank, prefixed "[r] " by onesided-run) and prints a Markdown
+table; with DOC, also replaces the text between the scale-table markers of
+DOC with it.
+
+    scale-table.py DIR [DOC]
+"""
+
+import json
+import math
+import os
+import re
+import sys
+
+BEGIN, END = "<!-- scale-table begin -->", "<!-- scale-table end -->"
+
+
+def load(path):
+    ranks = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = re.sub(r"^\[\d+\] ", "", line.strip())
+            if line.startswith("{"):
+                v = json.loads(line)
+                if v.get("type") == "scale":
+                    ranks.append(v)
+    return ranks
+
+
+def kib(b):
+    return f"{b / 1024:.0f}"
+
+
+def row(p, role, r):
+    f = r["first"]
+    return (
+        f"| {p} | {role} | {kib(r['rss_init'])} | {kib(f['rss_created'] - r['rss_init']):>3} | "
+        f"{kib(f['rss_used'] - f['rss_created']):>3} | "
+        f"{r['init']['av_entries']} / {f['created']['av_entries']} / {f['used']['av_entries']} | "
+        f"{f['used']['peers_contacted']} | {f['used']['rkey_cache_entries']} | "
+        f"{f['window_cached_peers_used']} | {r['create_us_median']:.0f} | {r['free_us_median']:.0f} |"
+    )
+
+
+def table(d):
+    ps = sorted(int(f[:-6]) for f in os.listdir(d) if f.endswith(".jsonl") and f[:-6].isdigit())
+    lines = []
+    cond = os.path.join(d, "conditions")
+    if os.path.exists(cond):
+        date, l1, l5, l15, cpus = open(cond).read().split()[:5]
+        lines.append(f"Measured {date} (1-min load at the end {l1}; {cpus} CPUs, "
+                     "other helpers were building and testing on the same machine), "
+                     "provider tcp, window of 4 KiB, 5 create/use/free cycles.")
+        lines.append("")
+    lines += [
+        "| P | role | RSS after init (KiB) | ΔRSS window created (KiB) | ΔRSS after use (KiB) "
+        "| AV entries init / created / used | peers contacted | rkey cache entries "
+        "| window's cached peers | create µs (median) | free µs (median) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    missing = []
+    summary = []
+    for p in ps:
+        ranks = {r["rank"]: r for r in load(os.path.join(d, f"{p}.jsonl"))}
+        if len(ranks) != p:
+            missing.append(f"P={p}: {len(ranks)} of {p} ranks reported (see {p}.err)")
+        if 0 in ranks:
+            lines.append(row(p, "all peers (rank 0)", ranks[0]))
+        if 1 in ranks:
+            lines.append(row(p, "one peer (rank 1)", ranks[1]))
+        idle = [ranks[r] for r in ranks if r >= 2]
+        if idle:
+            worst = max(idle, key=lambda r: r["first"]["used"]["av_entries"])
+            lines.append(row(p, f"no peer (worst of {len(idle)})", worst))
+            av = worst["first"]["used"]["av_entries"]
+            summary.append((p, av, math.ceil(math.log2(p))))
+    lines.append("")
+    for p, av, lg in summary:
+        lines.append(f"- P={p}: an idle rank holds {av} address-vector entries "
+                     f"(barrier partners: ⌈log2 P⌉ = {lg} outgoing, plus those that wrote to it)")
+    for m in missing:
+        lines.append(f"- MISSING: {m}")
+    return "\n".join(lines) + "\n", not missing
+
+
+def main(argv):
+    if len(argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    text, ok = table(argv[1])
+    print(text)
+    if len(argv) == 3:
+        doc = open(argv[2], encoding="utf-8").read()
+        if BEGIN not in doc or END not in doc:
+            print(f"{argv[2]}: no {BEGIN} … {END} markers", file=sys.stderr)
+            return 2
+        head, rest = doc.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        open(argv[2], "w", encoding="utf-8").write(head + BEGIN + "\n" + text + END + tail)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
