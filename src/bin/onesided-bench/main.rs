@@ -29,7 +29,7 @@ use onesided::{Window, World};
 use atomics::{AtomicWindows, Atomics};
 use cli::Cli;
 use patterns::{expected, target_run, Mode, Op, Origin};
-use report::{Document, Header, Record};
+use report::{emit, header, Record};
 
 /// Bytes of the put/get round trip of the final check.
 const CHECK_BYTES: usize = 1 << 20;
@@ -84,11 +84,11 @@ impl Commander<'_, '_> {
     }
 }
 
-struct Outcome {
-    results: Vec<Record>,
-    notes: Vec<String>,
-    checked: Vec<String>,
-    failed: Vec<String>,
+pub struct Outcome {
+    pub results: Vec<Record>,
+    pub notes: Vec<String>,
+    pub checked: Vec<String>,
+    pub failed: Vec<String>,
 }
 
 fn notes(world: &World, cli: &Cli) -> Vec<String> {
@@ -396,80 +396,6 @@ fn target(
     }
     win.free()?;
     Ok(failures == 0)
-}
-
-fn header(world: &World, cli: &Cli) -> Header {
-    let p = world.transport_props();
-    Header {
-        provider: p.provider.clone(),
-        bootstrap: world.bootstrap_name().to_string(),
-        ranks: world.size(),
-        date: report::utc_now(),
-        loadavg: report::loadavg(),
-        cpus: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0),
-        flush_by: if p.ordered_raw {
-            "ordered read"
-        } else {
-            "delivery-complete writes"
-        }
-        .into(),
-        inject_size: p.inject_size,
-        reps: cli.reps as usize,
-        time_s: cli.time,
-        max_iters: cli.max_iters,
-    }
-}
-
-fn emit(cli: &Cli, head: Header, out: Outcome) -> Result<bool, Box<dyn Error>> {
-    let ok = out.failed.is_empty();
-    let doc = Document {
-        header: head,
-        results: out.results,
-        notes: out.notes,
-        check: if ok { "ok" } else { "FAIL" }.into(),
-        checked: out.checked,
-    };
-    if cli.json {
-        use serde_json::json;
-        println!("{}", json!({"type": "header", "header": &doc.header}));
-        for r in &doc.results {
-            let mut v = serde_json::to_value(r)?;
-            v["type"] = json!("result");
-            println!("{v}");
-        }
-        for n in &doc.notes {
-            println!("{}", json!({"type": "note", "note": n}));
-        }
-        println!(
-            "{}",
-            json!({"type": "check", "check": &doc.check, "checked": doc.checked.len(), "failed": &out.failed})
-        );
-    } else {
-        doc.header.print();
-        print!("{}", report::table(&doc.results));
-        for n in &doc.notes {
-            println!("# note: {n}");
-        }
-        for f in &out.failed {
-            println!("# FAILED: {f}");
-        }
-        println!("check={} checked={}", doc.check, doc.checked.len());
-    }
-    if let Some(path) = &cli.json_file {
-        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
-    if let Some(path) = &cli.plot {
-        let caption = format!(
-            "onesided-bench — {} — {} — loadavg {} — {} cpus",
-            doc.header.provider, doc.header.date, doc.header.loadavg, doc.header.cpus
-        );
-        plot::write(path, &caption, &doc.results)
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
-    Ok(ok)
 }
 
 fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
