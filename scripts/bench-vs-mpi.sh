@@ -151,7 +151,7 @@ run_guarded() {
         >"$out/$s.jsonl" 2>"$out/$s.err" &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
-        if [[ -z $done_at ]] && grep -q '"type":"check"' "$out/$s.jsonl"; then
+        if [[ -z $done_at ]] && grep -qs '"type":"check"' "$out/$s.jsonl"; then
             done_at=$SECONDS
         fi
         if [[ -n $done_at ]] && ((SECONDS - done_at > 20)); then

@@ -48,10 +48,10 @@ def table(d):
     lines = []
     cond = os.path.join(d, "conditions")
     if os.path.exists(cond):
-        date, l1, l5, l15, cpus = open(cond).read().split()[:5]
-        lines.append(f"Measured {date} (1-min load at the end {l1}; {cpus} CPUs, "
-                     "other helpers were building and testing on the same machine), "
-                     "provider tcp, window of 4 KiB, 5 create/use/free cycles.")
+        t0, l0, t1, l1, cpus = open(cond).read().split()[:5]
+        lines.append(f"Measured {t0} – {t1} (1-min load {l0} at the start, {l1} at the end, "
+                     f"{cpus} CPUs; other helpers were building and testing on the same "
+                     "machine), provider tcp, windows of 4 KiB, 5 create/use/free cycles.")
         lines.append("")
     lines += [
         "| P | role | RSS after init (KiB) | ΔRSS window created (KiB) | ΔRSS after use (KiB) "
@@ -61,6 +61,7 @@ def table(d):
     ]
     missing = []
     summary = []
+    touched = []
     for p in ps:
         ranks = {r["rank"]: r for r in load(os.path.join(d, f"{p}.jsonl"))}
         if len(ranks) != p:
@@ -69,6 +70,13 @@ def table(d):
             lines.append(row(p, "all peers (rank 0)", ranks[0]))
         if 1 in ranks:
             lines.append(row(p, "one peer (rank 1)", ranks[1]))
+        if 0 in ranks and 1 in ranks and p > 2:
+            grow = lambda r: r["first"]["rss_used"] - r["first"]["rss_created"]
+            per = (grow(ranks[0]) - grow(ranks[1])) / (p - 2)
+            touched.append(f"- P={p}: RSS per *touched* peer (rank 0 minus rank 1 after use, "
+                           f"over P − 2 peers): {per / 1024:.1f} KiB; window creation: "
+                           f"+{kib(ranks[0]['first']['rss_created'] - ranks[0]['rss_init'])} KiB "
+                           "on rank 0")
         idle = [ranks[r] for r in ranks if r >= 2]
         if idle:
             worst = max(idle, key=lambda r: r["first"]["used"]["av_entries"])
@@ -79,6 +87,7 @@ def table(d):
     for p, av, lg in summary:
         lines.append(f"- P={p}: an idle rank holds {av} address-vector entries "
                      f"(barrier partners: ⌈log2 P⌉ = {lg} outgoing, plus those that wrote to it)")
+    lines += touched
     for m in missing:
         lines.append(f"- MISSING: {m}")
     return "\n".join(lines) + "\n", not missing

@@ -24,6 +24,7 @@ rm -f "$out"/*.jsonl "$out"/*.err
 cargo build --release --bin onesided-scale --bin onesided-run
 
 status=0
+start="$(date -u +%FT%TZ) $(cut -d' ' -f1 /proc/loadavg)"
 for p in $ps; do
     echo "== P=$p ($(date -u +%T), loadavg $(cut -d' ' -f1-3 /proc/loadavg))"
     if ! "$target/release/onesided-run" -n "$p" --provider tcp --timeout "${SCALE_TIMEOUT:-900}" \
@@ -34,6 +35,6 @@ for p in $ps; do
         status=1
     fi
 done
-echo "$(date -u +%FT%TZ) $(cut -d' ' -f1-3 /proc/loadavg) $(nproc)" >"$out/conditions"
+echo "$start $(date -u +%FT%TZ) $(cut -d' ' -f1 /proc/loadavg) $(nproc)" >"$out/conditions"
 python3 scripts/scale-table.py "$out" ${doc:+"$doc"}
 exit "$status"
