@@ -17,6 +17,7 @@ packages=(
     libclang-dev      # bindgen
     pkg-config
     mpich             # reference MPI for cross-checking results
+    python3           # benches/mpi/table.py, scripts/scale-table.py (bench tables)
 )
 
 is_installed() {
