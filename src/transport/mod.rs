@@ -254,6 +254,15 @@ pub trait Transport: Send + Sync {
     fn set_receiver(&self, receiver: Arc<dyn Receiver>);
     /// Reads completions and drives the provider; returns how many completed.
     fn progress(&self) -> Result<usize>;
+    /// Blocks until the provider has work — a completion or, where the
+    /// back-end can see it, incoming traffic — or `timeout` passed, and
+    /// serves it; returns the completions processed, `None` if this back-end
+    /// cannot block (then the caller polls). For the idle progress agent.
+    fn idle_wait(&self, _timeout: std::time::Duration) -> Result<Option<usize>> {
+        Ok(None)
+    }
+    /// Wakes a thread blocked in [`Transport::idle_wait`].
+    fn interrupt_idle_wait(&self) {}
     /// Drives progress until `done` has nothing pending (bounded by the
     /// configured timeout), then reports the first error it recorded.
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()>;

@@ -6,15 +6,17 @@
 //! token, once, and marks the operation done on its [`Completion`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use libfabric_sys as fi;
 
 use super::fault::{fabric_error, strerror, EAGAIN, EAVAIL};
+use super::fid::Owned;
 use super::mr::LocalMr;
 use super::msg::{self, MsgRole};
 use super::rma::Trackers;
 use super::OfiTransport;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::transport::Completion;
 
 /// What an operation needs kept alive until it completes.
@@ -92,6 +94,139 @@ impl OpContext {
 
 const BATCH: usize = 16;
 
+/// The wait object to open the CQ with on `provider`: one whose blocking
+/// read wakes on *any* traffic, or none.
+///
+/// * `ofi_rxm` (tcp, verbs): the CQ's wait set holds the fds of the message
+///   endpoints' CQs and of the connection EQ, so a blocked `fi_cq_sread`
+///   wakes when bytes arrive on any connection — also for incoming RMA,
+///   which produces no completion at the target (measured: see
+///   `docs/transport.md`, "Progress").
+/// * sockets: it accepts `FI_WAIT_FD`, but in manual progress its
+///   `fi_cq_sread` busy-polls (it must drive progress itself): measured, an
+///   idle process then burns its core, and a loaded machine saw 5 ms p90
+///   latencies.
+/// * shm (1.17): `fi_cq_open` refuses `FI_WAIT_FD` ("Function not
+///   implemented"), and incoming commands arrive in shared memory without
+///   any signal anyway.
+///
+/// Providers without a suitable wait object keep the polling agent.
+pub fn wait_object(provider: &str) -> fi::fi_wait_obj {
+    if provider.contains("ofi_rxm") {
+        fi::FI_WAIT_FD
+    } else {
+        fi::FI_WAIT_NONE
+    }
+}
+
+/// Opens the completion queue with the wait object [`wait_object`] chooses
+/// (falling back to none if the provider refuses it); returns it and
+/// whether it has a wait object.
+pub(super) fn open(
+    domain: &Owned<fi::fid_domain>,
+    provider: &str,
+) -> Result<(Owned<fi::fid_cq>, bool)> {
+    let wanted = wait_object(provider);
+    let mut tries = vec![wanted];
+    if wanted != fi::FI_WAIT_NONE {
+        tries.push(fi::FI_WAIT_NONE);
+    }
+    let mut last = 0;
+    for wait_obj in tries {
+        let mut cq_attr = fi::fi_cq_attr {
+            format: fi::FI_CQ_FORMAT_MSG,
+            wait_obj,
+            ..Default::default()
+        };
+        let mut cq: *mut fi::fid_cq = std::ptr::null_mut();
+        // SAFETY: live domain, initialised attr, valid out-pointer.
+        let rc =
+            unsafe { fi::fi_cq_open(domain.as_ptr(), &mut cq_attr, &mut cq, std::ptr::null_mut()) };
+        if rc == 0 {
+            let cq = Owned::new(cq)
+                .ok_or_else(|| Error::NoProvider("fi_cq_open returned NULL".into()))?;
+            return Ok((cq, wait_obj != fi::FI_WAIT_NONE));
+        }
+        tracing::debug!(
+            "fi_cq_open with wait object {wait_obj} on {provider}: {}",
+            strerror(-rc)
+        );
+        last = rc;
+    }
+    Err(fabric_error(
+        "fi_cq_open",
+        last as isize,
+        format!("opening the completion queue on provider {provider}"),
+    ))
+}
+
+/// Processes `entries` that a CQ read returned.
+fn complete_all(t: &OfiTransport, entries: &[fi::fi_cq_msg_entry]) {
+    for e in entries {
+        if !e.op_context.is_null() {
+            if let Some(ctx) = t.ops.take(e.op_context) {
+                match ctx.msg {
+                    Some(role) => msg::completed(t, ctx, role, e.len, true),
+                    None => ctx.complete(),
+                }
+            }
+        }
+    }
+}
+
+/// Blocks until the provider has something to do — a completion or, where
+/// the wait object covers the connections, incoming traffic — or `timeout`
+/// passed, then drains the CQ. Returns the completions processed, `None`
+/// when the CQ has no wait object (the caller must poll instead).
+pub fn block(t: &OfiTransport, timeout: Duration) -> Result<Option<usize>> {
+    if !t.cq_waitable {
+        return Ok(None);
+    }
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    let mut entries = [fi::fi_cq_msg_entry::default(); BATCH];
+    // SAFETY: live CQ opened with FI_CQ_FORMAT_MSG and a wait object
+    // (`cq_waitable`); buffer holds BATCH entries; no condition.
+    let n = unsafe {
+        fi::fi_cq_sread(
+            t.cq.as_ptr(),
+            entries.as_mut_ptr().cast(),
+            BATCH,
+            std::ptr::null(),
+            ms,
+        )
+    };
+    let first = if n > 0 {
+        complete_all(t, &entries[..n as usize]);
+        n as usize
+    } else if n == EAGAIN
+        || n == 0
+        || n == -(fi::FI_ECANCELED as isize)
+        || n == -(fi::FI_ETIMEDOUT as isize)
+    {
+        // Timed out, interrupted by `interrupt`, or woken by traffic that
+        // produced no completion (incoming RMA): the drain below serves it.
+        0
+    } else if n == EAVAIL {
+        read_error(t)?;
+        1
+    } else {
+        return Err(fabric_error(
+            "fi_cq_sread",
+            n,
+            "waiting on the completion queue",
+        ));
+    };
+    Ok(Some(first + drain(t)?))
+}
+
+/// Wakes a thread blocked in [`block`] (used to stop the progress agent).
+pub fn interrupt(t: &OfiTransport) {
+    if t.cq_waitable {
+        // SAFETY: live CQ with a wait object (fi_cq_signal asserts one).
+        unsafe { fi::fi_cq_signal(t.cq.as_ptr()) };
+    }
+}
+
 /// Reads all available completions; returns how many there were. Posts
 /// that returned `-FI_EAGAIN` in the message layer are retried first.
 pub fn drain(t: &OfiTransport) -> Result<usize> {
@@ -102,16 +237,7 @@ pub fn drain(t: &OfiTransport) -> Result<usize> {
         // SAFETY: live CQ opened with FI_CQ_FORMAT_MSG; buffer holds BATCH entries.
         let n = unsafe { fi::fi_cq_read(t.cq.as_ptr(), entries.as_mut_ptr().cast(), BATCH) };
         if n > 0 {
-            for e in &entries[..n as usize] {
-                if !e.op_context.is_null() {
-                    if let Some(ctx) = t.ops.take(e.op_context) {
-                        match ctx.msg {
-                            Some(role) => msg::completed(t, ctx, role, e.len, true),
-                            None => ctx.complete(),
-                        }
-                    }
-                }
-            }
+            complete_all(t, &entries[..n as usize]);
             total += n as usize;
             if (n as usize) < BATCH {
                 return Ok(total);

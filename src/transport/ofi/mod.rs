@@ -56,6 +56,8 @@ pub struct OfiTransport {
     msgs: Option<msg::Messages>,
     av: Owned<fi::fid_av>,
     cq: Owned<fi::fid_cq>,
+    /// The CQ has a wait object that wakes on traffic (`cq::block`).
+    cq_waitable: bool,
     domain: Owned<fi::fid_domain>,
     _fabric: Owned<fi::fid_fabric>,
     _info: InfoList,
@@ -100,18 +102,7 @@ impl OfiTransport {
 
         let domain::Domain { domain, fabric } = domain::Domain::open(entry)?;
 
-        let mut cq_attr = fi::fi_cq_attr {
-            format: fi::FI_CQ_FORMAT_MSG,
-            wait_obj: fi::FI_WAIT_NONE,
-            ..Default::default()
-        };
-        let mut cq: *mut fi::fid_cq = std::ptr::null_mut();
-        // SAFETY: live domain, initialised attr, valid out-pointer.
-        let rc =
-            unsafe { fi::fi_cq_open(domain.as_ptr(), &mut cq_attr, &mut cq, std::ptr::null_mut()) };
-        check("fi_cq_open", rc, || what("opening the completion queue"))?;
-        let cq =
-            Owned::new(cq).ok_or_else(|| Error::NoProvider("fi_cq_open returned NULL".into()))?;
+        let (cq, cq_waitable) = cq::open(&domain, &props.provider)?;
 
         let mut av_attr = fi::fi_av_attr {
             type_: fi::FI_AV_TABLE,
@@ -175,6 +166,7 @@ impl OfiTransport {
             msgs: None,
             av,
             cq,
+            cq_waitable,
             domain,
             _fabric: fabric,
             _info: info,
@@ -413,5 +405,14 @@ impl Transport for OfiTransport {
 
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
         rma::wait(self, done, what)
+    }
+
+    fn idle_wait(&self, timeout: Duration) -> Result<Option<usize>> {
+        self.ensure_alive()?;
+        cq::block(self, timeout)
+    }
+
+    fn interrupt_idle_wait(&self) {
+        cq::interrupt(self)
     }
 }
