@@ -9,6 +9,7 @@
 //! | `ONESIDED_MAX_ATTACH` | 64 | regions attached at once to one dynamic window per process (entries of its attachment table, 32 bytes each) |
 //! | `ONESIDED_TIMEOUT` | 60 | seconds an operation may wait for the network before it fails (0 = forever) |
 //! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
+//! | `ONESIDED_RMA_SLOTS` | 1024 | operations in flight at once per process (slots of the op table, allocated at start); a post that finds them all in use reads the CQ until one frees |
 //! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
 
 use std::time::Duration;
@@ -43,6 +44,8 @@ pub struct Config {
     pub verbose: bool,
     /// Use the `FI_MR_LOCAL` code paths even if the provider does not need them.
     pub force_mr_local: bool,
+    /// Slots of the transport's op table (operations in flight at once).
+    pub rma_slots: usize,
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -91,6 +94,7 @@ impl Config {
             timeout: (secs > 0).then(|| Duration::from_secs(secs as u64)),
             verbose: flag("ONESIDED_VERBOSE"),
             force_mr_local: flag("ONESIDED_MR_LOCAL"),
+            rma_slots: number("ONESIDED_RMA_SLOTS", 1024, 1, 1 << 20)?,
         })
     }
 }

@@ -7,7 +7,7 @@
 //! the CQ reader (or by the poster itself when the post fails). Whoever waits
 //! for `pending == 0` then reads the first error recorded, if any.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::error::Error;
@@ -16,6 +16,8 @@ use crate::error::Error;
 #[derive(Default, Debug)]
 pub struct Completion {
     pending: AtomicUsize,
+    /// An error is recorded: lets `take_error` skip the lock when none is.
+    failed: AtomicBool,
     error: Mutex<Option<String>>,
 }
 
@@ -42,10 +44,14 @@ impl Completion {
         if let Ok(mut e) = self.error.lock() {
             e.get_or_insert(message);
         }
+        self.failed.store(true, Ordering::Release);
         self.done();
     }
     /// Takes the first recorded error, if any.
     pub fn take_error(&self) -> Option<String> {
+        if !self.failed.swap(false, Ordering::AcqRel) {
+            return None;
+        }
         self.error.lock().ok().and_then(|mut e| e.take())
     }
     /// `Ok` if no error was recorded, otherwise a transport error naming `what`.

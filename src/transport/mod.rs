@@ -135,6 +135,25 @@ pub struct TransportStats {
     /// Messages received and dropped: no receiver installed, truncated, or
     /// a reply to a rank that could not be reached.
     pub messages_dropped: u64,
+    /// Slots of the op table (`ONESIDED_RMA_SLOTS`).
+    pub op_slots: usize,
+    /// Posts that found every op-table slot in use and read the CQ until
+    /// one freed.
+    pub op_slots_exhausted: u64,
+    /// RMA writes posted (one per provider call: chunks count separately;
+    /// includes flag writes of barriers).
+    pub writes: u64,
+    /// RMA reads posted (includes flush reads, directory reads and barrier
+    /// confirmations).
+    pub reads: u64,
+    /// Atomic operations posted (per provider call).
+    pub atomics: u64,
+    /// Bytes written by [`TransportStats::writes`].
+    pub bytes_written: u64,
+    /// Bytes read by [`TransportStats::reads`].
+    pub bytes_read: u64,
+    /// Operand bytes of [`TransportStats::atomics`].
+    pub bytes_atomic: u64,
 }
 
 /// Largest message [`Transport::send`] accepts, in bytes, and the size of

@@ -18,12 +18,13 @@ use std::sync::Arc;
 
 use libfabric_sys as fi;
 
+use super::counters::Kind;
 use super::cq::OpContext;
 use super::mr::LocalMr;
-use super::rma::{acquire, post_retry, wait, Trackers};
+use super::waiting::{acquire, post_retry, wait, with_own, Trackers};
 use super::{staging, OfiTransport};
 use crate::error::{Error, Result};
-use crate::transport::{AtomicKind, AtomicOp, Completion, InFlight, RemoteAddr};
+use crate::transport::{AtomicKind, AtomicOp, InFlight, RemoteAddr};
 
 /// Chunks of one large operation posted before waiting for them.
 const MAX_CHUNKS_IN_FLIGHT: usize = 16;
@@ -239,7 +240,7 @@ fn post(
             keep.clone(),
             kind_name(kind),
             target,
-        );
+        )?;
         let (dt, op, key) = (what.datatype, what.op, dst.key);
         match kind {
             AtomicKind::Update => {
@@ -293,6 +294,7 @@ fn post(
                 }
             })?,
         }
+        t.counters.posted(Kind::Atomic, bytes);
         first += n;
     }
     Ok(())
@@ -346,27 +348,27 @@ fn post_and_wait(
         }
         None => local,
     };
-    let done = Arc::new(Completion::new());
-    let posted = post(
-        t,
-        kind,
-        target,
-        what,
-        elem,
-        staged,
-        dst,
-        Trackers::own(&done),
-        None,
-    );
-    let waited = wait(t, &done, &|| {
-        format!(
-            "{} of {} elements at rank {target}",
-            kind_name(kind),
-            what.count
-        )
-    });
-    posted?;
-    waited?;
+    with_own(|done| {
+        let posted = post(
+            t,
+            kind,
+            target,
+            what,
+            elem,
+            staged,
+            dst,
+            Trackers::own(done),
+            None,
+        );
+        let waited = wait(t, done, &|| {
+            format!(
+                "{} of {} elements at rank {target}",
+                kind_name(kind),
+                what.count
+            )
+        });
+        posted.and(waited)
+    })?;
     if let (Some(s), false) = (&slot, local.result.is_null()) {
         // SAFETY: the caller's result buffer holds `bytes` bytes and is
         // borrowed mutably for this call.

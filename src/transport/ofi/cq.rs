@@ -6,7 +6,7 @@
 //! token, once, and marks the operation done on its [`Completion`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use libfabric_sys as fi;
 
@@ -14,7 +14,8 @@ use super::fault::{fabric_error, strerror, EAGAIN, EAVAIL};
 use super::fid::Owned;
 use super::mr::LocalMr;
 use super::msg::{self, MsgRole};
-use super::rma::Trackers;
+use super::ops::Insert;
+use super::waiting::Trackers;
 use super::OfiTransport;
 use crate::error::{Error, Result};
 use crate::transport::Completion;
@@ -40,8 +41,11 @@ pub struct OpContext {
 }
 
 impl OpContext {
-    /// Counts a new operation on its trackers and stores its context in the
-    /// op table; returns the token to post with.
+    /// Stores a new operation's context in the op table — reading the CQ
+    /// while every slot is in use (see `ops.rs` for why that cannot
+    /// deadlock) — and counts it on its trackers; returns the token to post
+    /// with. Fails only if the transport is unusable or no slot freed within
+    /// `ONESIDED_TIMEOUT`.
     pub(super) fn track(
         t: &OfiTransport,
         trackers: Trackers<'_>,
@@ -49,13 +53,9 @@ impl OpContext {
         keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
         what: &'static str,
         target: usize,
-    ) -> *mut std::os::raw::c_void {
+    ) -> Result<*mut std::os::raw::c_void> {
         let Trackers { done, group } = trackers;
-        done.add();
-        if let Some(g) = group {
-            g.add();
-        }
-        let op = OpContext {
+        let mut op = OpContext {
             done: done.clone(),
             group: group.cloned(),
             _mr: mr,
@@ -64,16 +64,42 @@ impl OpContext {
             target,
             msg: None,
         };
-        let token = t.ops.insert(op);
-        if token.is_null() {
-            // The table is unusable (a panic poisoned it): count the
-            // operation failed so nobody waits for it.
-            done.failed("the operation table is unusable".into());
-            if let Some(g) = group {
-                g.failed("the operation table is unusable".into());
+        let mut waiting: Option<(Instant, u32)> = None;
+        let token = loop {
+            match t.ops.try_insert(op) {
+                Insert::Token(token) => break token,
+                Insert::Broken => {
+                    return Err(Error::InvalidArgument(
+                        "the operation table is unusable (a thread panicked)".into(),
+                    ))
+                }
+                Insert::Full(back) => {
+                    op = back;
+                    let (start, round) = waiting.get_or_insert_with(|| {
+                        t.ops.note_exhausted();
+                        (Instant::now(), 0)
+                    });
+                    t.ensure_alive()?;
+                    drain(t)?;
+                    if t.timeout.is_some_and(|limit| start.elapsed() > limit) {
+                        return Err(Error::Timeout {
+                            what: format!(
+                                "waiting for a free operation slot ({} in use) to post a {what} to rank {target}",
+                                t.ops.capacity()
+                            ),
+                            seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
+                        });
+                    }
+                    super::waiting::backoff(round);
+                }
             }
+        };
+        // No completion can arrive before the post: counting now is in time.
+        done.add();
+        if let Some(g) = group {
+            g.add();
         }
-        token
+        Ok(token)
     }
 
     /// Counts the operation done on its trackers.

@@ -12,6 +12,7 @@
 //! * **Peers** are inserted into the address vector when first contacted.
 
 mod atomic;
+mod counters;
 mod cq;
 mod domain;
 pub mod fault;
@@ -23,8 +24,9 @@ mod ops;
 mod rma;
 mod staging;
 pub mod survey;
+mod waiting;
 
-pub use rma::backoff;
+pub use waiting::backoff;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,6 +52,7 @@ pub struct OfiTransport {
     staging: Option<staging::Staging>,
     // Contexts of operations in flight hold registrations: before the endpoint.
     ops: ops::OpTable,
+    counters: counters::Counters,
     ep: Owned<fi::fid_ep>,
     // Receive buffers: the provider may write them until the endpoint is
     // closed, so they go after it (and their registration before the domain).
@@ -161,7 +164,8 @@ impl OfiTransport {
 
         let mut t = OfiTransport {
             staging: None,
-            ops: ops::OpTable::default(),
+            ops: ops::OpTable::with_capacity(config.rma_slots, super::RECV_BUFFERS),
+            counters: counters::Counters::default(),
             ep,
             msgs: None,
             av,
@@ -238,6 +242,7 @@ impl Transport for OfiTransport {
         let m = self.msgs.as_ref();
         let get =
             |f: fn(&msg::Messages) -> &AtomicU64| m.map_or(0, |m| f(m).load(Ordering::Relaxed));
+        let c = self.counters.snapshot();
         TransportStats {
             ops_in_flight: self
                 .ops
@@ -248,6 +253,14 @@ impl Transport for OfiTransport {
             send_bytes: get(|m| &m.send_bytes),
             messages_received: get(|m| &m.received),
             messages_dropped: get(|m| &m.dropped),
+            op_slots: self.ops.capacity(),
+            op_slots_exhausted: self.ops.exhausted(),
+            writes: c.writes,
+            reads: c.reads,
+            atomics: c.atomics,
+            bytes_written: c.bytes_written,
+            bytes_read: c.bytes_read,
+            bytes_atomic: c.bytes_atomic,
         }
     }
 
@@ -404,7 +417,7 @@ impl Transport for OfiTransport {
     }
 
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
-        rma::wait(self, done, what)
+        waiting::wait(self, done, what)
     }
 
     fn idle_wait(&self, timeout: Duration) -> Result<Option<usize>> {

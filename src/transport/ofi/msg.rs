@@ -32,7 +32,7 @@ use libfabric_sys as fi;
 use super::cq::OpContext;
 use super::fault::{fabric_error, EAGAIN};
 use super::mr::LocalMr;
-use super::rma::{post_retry, wait, Trackers};
+use super::waiting::{post_retry, wait, Trackers};
 use super::OfiTransport;
 use crate::error::{Error, Result};
 use crate::transport::{Completion, Memory, Receiver, MAX_MESSAGE, RECV_BUFFERS};
@@ -167,7 +167,7 @@ pub fn released(m: &Messages, c: &OpContext) {
 
 /// Posts buffer `i` for receiving; `-FI_EAGAIN` puts it on the retry list.
 fn repost(t: &OfiTransport, m: &Messages, i: usize) {
-    let token = t.ops.insert(context(m, MsgRole::Recv(i)));
+    let token = t.ops.insert_reserved(context(m, MsgRole::Recv(i)));
     if token.is_null() {
         return;
     }
@@ -208,7 +208,7 @@ pub fn post_all(t: &OfiTransport) {
 
 /// Sends buffer `i`'s first `len` bytes to `to` as a reply.
 fn post_reply(t: &OfiTransport, m: &Messages, i: usize, to: fi::fi_addr_t, len: usize) {
-    let token = t.ops.insert(context(m, MsgRole::Reply(i)));
+    let token = t.ops.insert_reserved(context(m, MsgRole::Reply(i)));
     if token.is_null() {
         return;
     }
@@ -339,7 +339,7 @@ pub fn send(t: &OfiTransport, target: usize, bytes: &[u8]) -> Result<()> {
     let (ptr, len) = (copy.as_ptr(), copy.len());
     let done = Arc::new(Completion::new());
     let keep: Arc<dyn std::any::Any + Send + Sync> = copy;
-    let ctx = OpContext::track(t, Trackers::own(&done), mr, Some(keep), "send", target);
+    let ctx = OpContext::track(t, Trackers::own(&done), mr, Some(keep), "send", target)?;
     let posted = post_retry(t, "fi_send", target, ctx, || {
         // SAFETY: live endpoint; the copy is kept alive by the context until
         // the completion; desc covers it under FI_MR_LOCAL.

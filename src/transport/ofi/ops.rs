@@ -12,8 +12,20 @@
 //!
 //! Invariant: a slot is occupied exactly while its operation may still
 //! complete; `take` empties it and bumps its generation, so each token is
-//! honoured at most once. The table grows to the largest number of
-//! operations in flight at once and reuses slots after that.
+//! honoured at most once.
+//!
+//! **Bounded.** The table has a fixed number of slots (`ONESIDED_RMA_SLOTS`),
+//! allocated when the transport opens; inserting never allocates. When every
+//! slot is taken, [`OpTable::try_insert`] hands the operation back and the
+//! poster reads the CQ until a slot frees (`cq::OpContext::track`), so a full
+//! table is never an error for the user. It cannot deadlock: every occupied
+//! slot is an operation the provider accepted, which the provider completes
+//! (successfully or with an error) while this process reads its CQ — which
+//! the waiting poster itself does — and its target progresses (the target's
+//! agent or library calls; the same condition as for any wait). The poster
+//! holds no lock and no slot while it waits, and completing an operation
+//! needs nothing but its slot. The wait is bounded by `ONESIDED_TIMEOUT` like
+//! any other wait for the network.
 
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,20 +35,36 @@ use super::cq::OpContext;
 
 struct Slot {
     generation: u32,
+    /// Taken by [`OpTable::insert_reserved`] (not counted against the bound).
+    reserved: bool,
     op: Option<OpContext>,
 }
 
-#[derive(Default)]
 struct Slab {
     slots: Vec<Slot>,
+    /// Indices of empty slots, used as a stack.
     free: Vec<u32>,
+    /// Slots taken by [`OpTable::try_insert`].
+    bounded_in_use: usize,
 }
 
 /// Operations in flight.
-#[derive(Default)]
 pub struct OpTable {
     slab: Mutex<Slab>,
+    /// Bound of [`OpTable::try_insert`] (`ONESIDED_RMA_SLOTS`).
+    capacity: usize,
     rejected: AtomicU64,
+    exhausted: AtomicU64,
+}
+
+/// What [`OpTable::try_insert`] did.
+pub enum Insert {
+    /// Stored: post with this token.
+    Token(*mut c_void),
+    /// Every slot is in use: the operation is handed back.
+    Full(OpContext),
+    /// The table is unusable (a panic poisoned its lock).
+    Broken,
 }
 
 fn token(index: u32, generation: u32) -> *mut c_void {
@@ -44,29 +72,76 @@ fn token(index: u32, generation: u32) -> *mut c_void {
 }
 
 impl OpTable {
-    /// Stores `op` and returns the token to hand to the provider.
-    pub fn insert(&self, op: OpContext) -> *mut c_void {
+    /// A table of `capacity` slots (at least 1) for RMA and sends, plus
+    /// `reserved` slots for the message layer's receive buffers (which
+    /// must never wait), all allocated now.
+    pub fn with_capacity(capacity: usize, reserved: usize) -> OpTable {
+        let capacity = capacity.clamp(1, (u32::MAX / 2) as usize);
+        let total = capacity + reserved.min((u32::MAX / 2) as usize);
+        let slots = (0..total)
+            .map(|_| Slot {
+                generation: 0,
+                reserved: false,
+                op: None,
+            })
+            .collect();
+        // Popped from the end: slot 0 first.
+        let free = (0..total as u32).rev().collect();
+        OpTable {
+            slab: Mutex::new(Slab {
+                slots,
+                free,
+                bounded_in_use: 0,
+            }),
+            capacity,
+            rejected: AtomicU64::new(0),
+            exhausted: AtomicU64::new(0),
+        }
+    }
+
+    /// Stores `op` if a slot is free.
+    pub fn try_insert(&self, op: OpContext) -> Insert {
         let Ok(mut slab) = self.slab.lock() else {
             // A poisoned lock means a panic elsewhere; leak the operation
             // rather than risk handing out a token twice.
             std::mem::forget(op);
+            return Insert::Broken;
+        };
+        if slab.bounded_in_use >= self.capacity {
+            return Insert::Full(op);
+        }
+        let Some(i) = slab.free.pop() else {
+            return Insert::Full(op);
+        };
+        slab.bounded_in_use += 1;
+        let slot = &mut slab.slots[i as usize];
+        slot.reserved = false;
+        slot.op = Some(op);
+        Insert::Token(token(i, slot.generation))
+    }
+
+    /// Stores `op` in one of the reserved slots (the message layer's
+    /// receive buffers and replies: at most one context per buffer, so a
+    /// slot is always free). Returns a null token if none is (a bug) or
+    /// the table is unusable.
+    pub fn insert_reserved(&self, op: OpContext) -> *mut c_void {
+        let Ok(mut slab) = self.slab.lock() else {
+            std::mem::forget(op);
             return std::ptr::null_mut();
         };
-        match slab.free.pop() {
-            Some(i) => {
-                let slot = &mut slab.slots[i as usize];
-                slot.op = Some(op);
-                token(i, slot.generation)
-            }
-            None => {
-                let i = slab.slots.len() as u32;
-                slab.slots.push(Slot {
-                    generation: 0,
-                    op: Some(op),
-                });
-                token(i, 0)
-            }
+        let reserved_in_use = slab.slots.len() - slab.free.len() - slab.bounded_in_use;
+        if reserved_in_use >= slab.slots.len() - self.capacity {
+            drop(slab);
+            tracing::warn!("no reserved operation slot for {}", op.what);
+            return std::ptr::null_mut();
         }
+        let Some(i) = slab.free.pop() else {
+            return std::ptr::null_mut();
+        };
+        let slot = &mut slab.slots[i as usize];
+        slot.reserved = true;
+        slot.op = Some(op);
+        token(i, slot.generation)
     }
 
     /// Takes the operation of `token` back, if the token is valid.
@@ -80,12 +155,16 @@ impl OpTable {
         let op = match slot {
             Some(s) if s.generation == generation && s.op.is_some() => {
                 s.generation = s.generation.wrapping_add(1);
-                s.op.take()
+                s.op.take().map(|op| (op, s.reserved))
             }
             _ => None,
         };
         match op {
-            Some(op) => {
+            Some((op, reserved)) => {
+                if !reserved {
+                    slab.bounded_in_use -= 1;
+                }
+                // Cannot grow: at most `capacity` indices exist.
                 slab.free.push(index as u32);
                 Some(op)
             }
@@ -98,9 +177,24 @@ impl OpTable {
         }
     }
 
+    /// Counts one post that found every slot in use.
+    pub fn note_exhausted(&self) {
+        self.exhausted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Posts that found every slot in use and had to wait.
+    pub fn exhausted(&self) -> u64 {
+        self.exhausted.load(Ordering::Relaxed)
+    }
+
     /// Completions ignored because their token did not match.
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Operations in flight.
@@ -131,18 +225,25 @@ mod tests {
         }
     }
 
+    fn insert(t: &OpTable, done: &Arc<Completion>) -> *mut c_void {
+        match t.try_insert(op(done)) {
+            Insert::Token(k) => k,
+            _ => panic!("no slot"),
+        }
+    }
+
     #[test]
     fn tokens_are_honoured_once() {
-        let t = OpTable::default();
+        let t = OpTable::with_capacity(4, 0);
         let done = Arc::new(Completion::new());
-        let a = t.insert(op(&done));
+        let a = insert(&t, &done);
         assert!(!a.is_null());
         assert!(t.take(a).is_some());
         assert!(
             t.take(a).is_none(),
             "a duplicated completion must be ignored"
         );
-        let b = t.insert(op(&done));
+        let b = insert(&t, &done);
         assert_ne!(a, b, "a reused slot gets a new generation");
         assert!(
             t.take(a).is_none(),
@@ -154,5 +255,37 @@ mod tests {
         }
         assert_eq!(t.rejected(), 7);
         assert_eq!(t.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_full_table_hands_the_operation_back() {
+        let t = OpTable::with_capacity(2, 1);
+        let done = Arc::new(Completion::new());
+        let r = t.insert_reserved(op(&done));
+        assert!(!r.is_null());
+        let a = insert(&t, &done);
+        let b = insert(&t, &done);
+        assert!(matches!(t.try_insert(op(&done)), Insert::Full(_)));
+        assert!(
+            t.insert_reserved(op(&done)).is_null(),
+            "one reserved slot only"
+        );
+        assert!(t.take(r).is_some());
+        assert!(
+            matches!(t.try_insert(op(&done)), Insert::Full(_)),
+            "a freed reserved slot does not raise the bound"
+        );
+        assert_eq!(t.in_flight(), 2);
+        assert!(t.take(a).is_some());
+        let c = insert(&t, &done);
+        assert_ne!(a, c, "the freed slot comes back with a new generation");
+        assert!(t.take(b).is_some() && t.take(c).is_some());
+        assert_eq!(t.in_flight(), 0);
+        // Many rounds never grow the table beyond its capacity.
+        for _ in 0..1000 {
+            let k = insert(&t, &done);
+            assert!(t.take(k).is_some());
+        }
+        assert_eq!(t.capacity(), 2);
     }
 }

@@ -1,16 +1,16 @@
-//! Posting RMA operations: retry on `-FI_EAGAIN` while driving progress, with
-//! a bounded wait, and the completion semantics chosen per provider.
+//! Posting RMA reads and writes with the completion semantics chosen per
+//! provider (waiting and retrying live in `waiting.rs`).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use libfabric_sys as fi;
 
-use super::cq::{self, OpContext};
-use super::fault::{fabric_error, EAGAIN};
+use super::counters::Kind;
+use super::cq::OpContext;
 use super::mr::LocalMr;
+use super::waiting::{acquire, post_retry, wait, with_own, Trackers};
 use super::{staging, OfiTransport};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::transport::{Completion, InFlight, RemoteAddr};
 
 #[derive(Clone, Copy)]
@@ -20,111 +20,18 @@ enum Dir {
 }
 
 impl Dir {
+    fn kind(self) -> Kind {
+        match self {
+            Dir::Write => Kind::Write,
+            Dir::Read => Kind::Read,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Dir::Write => "put",
             Dir::Read => "get",
         }
-    }
-}
-
-/// Spins politely: a few busy iterations, then yields the core (ranks are
-/// often oversubscribed on small machines).
-pub fn backoff(round: &mut u32) {
-    *round = round.saturating_add(1);
-    if *round < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
-}
-
-fn timed_out(t: &OfiTransport, start: Instant) -> bool {
-    t.timeout.is_some_and(|limit| start.elapsed() > limit)
-}
-
-/// Calls `post` until it stops returning `-FI_EAGAIN`. On failure the
-/// context (if any) is taken back and counted done.
-pub(super) fn post_retry(
-    t: &OfiTransport,
-    call: &'static str,
-    target: usize,
-    ctx: *mut std::os::raw::c_void,
-    mut post: impl FnMut() -> isize,
-) -> Result<()> {
-    let start = Instant::now();
-    let mut round = 0;
-    let fail = |e: Error| {
-        // The provider rejected the post: no completion will come for it.
-        if let Some(c) = t.ops.take(ctx) {
-            c.complete();
-        }
-        Err(e)
-    };
-    loop {
-        let rc = post();
-        if rc == 0 {
-            return Ok(());
-        }
-        if rc != EAGAIN {
-            return fail(fabric_error(
-                call,
-                rc,
-                format!("posting an operation to rank {target}"),
-            ));
-        }
-        if let Err(e) = cq::drain(t) {
-            return fail(e);
-        }
-        if timed_out(t, start) {
-            return fail(Error::Timeout {
-                what: format!(
-                    "{call} to rank {target} kept returning FI_EAGAIN (is the peer alive?)"
-                ),
-                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
-            });
-        }
-        backoff(&mut round);
-    }
-}
-
-/// Drives progress until `done` has nothing pending.
-pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
-    let start = Instant::now();
-    let mut round = 0;
-    while done.pending() != 0 {
-        t.ensure_alive()?;
-        cq::drain(t)?;
-        if done.pending() == 0 {
-            break;
-        }
-        if timed_out(t, start) {
-            let msg = format!(
-                "waiting for {} operation(s) while {}; the provider will not be used again",
-                done.pending(),
-                what()
-            );
-            t.poison(msg.clone());
-            return Err(Error::Timeout {
-                what: msg,
-                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
-            });
-        }
-        backoff(&mut round);
-    }
-    done.check(what)
-}
-
-/// The trackers an operation counts on: its own and, optionally, a group's
-/// (the window's, so that a flush covers request-based operations).
-pub(super) struct Trackers<'a> {
-    pub(super) done: &'a Arc<Completion>,
-    pub(super) group: Option<&'a Arc<Completion>>,
-}
-
-impl<'a> Trackers<'a> {
-    pub(super) fn own(done: &'a Arc<Completion>) -> Self {
-        Trackers { done, group: None }
     }
 }
 
@@ -193,7 +100,7 @@ fn post(
             None,
             dir.name(),
             target,
-        );
+        )?;
         match dir {
             Dir::Write if t.props.ordered_raw => post_retry(t, "fi_write", target, ctx, || {
                 // SAFETY: live endpoint; buf/n stay valid until completion
@@ -251,6 +158,7 @@ fn post(
                 }
             })?,
         }
+        t.counters.posted(dir.kind(), n);
         off += n;
     }
     Ok(())
@@ -273,7 +181,7 @@ pub fn put_blocking(t: &OfiTransport, target: usize, data: &[u8], dst: RemoteAdd
         let fi_addr = t.peer(target)?;
         // Injected data is copied by the provider before the call returns.
         // There is no completion: visibility comes from the ordered flush read.
-        return post_retry(t, "fi_inject_write", target, std::ptr::null_mut(), || {
+        post_retry(t, "fi_inject_write", target, std::ptr::null_mut(), || {
             // SAFETY: live endpoint; data is valid for the call.
             unsafe {
                 fi::fi_inject_write(
@@ -285,7 +193,9 @@ pub fn put_blocking(t: &OfiTransport, target: usize, data: &[u8], dst: RemoteAdd
                     dst.key,
                 )
             }
-        });
+        })?;
+        t.counters.posted(Kind::Write, data.len());
+        return Ok(());
     }
     transfer(
         t,
@@ -340,11 +250,9 @@ fn transfer(
             len,
             desc: direct.as_ref().map(|m| m.desc()),
         };
-        let done = Arc::new(Completion::new());
-        return post_then_wait(t, dir, target, local, remote, &done, &what);
+        return with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
     }
-    let done = Arc::new(Completion::new());
-    post_then_wait(t, dir, target, Local::of(buf, len), remote, &done, &what)
+    with_own(|done| post_then_wait(t, dir, target, Local::of(buf, len), remote, done, &what))
 }
 
 /// Posts and waits; waits even when a later chunk's post failed, because
@@ -392,10 +300,11 @@ fn staged(
             addr: remote.addr + off as u64,
             key: remote.key,
         };
-        let done = Arc::new(Completion::new());
-        post(t, dir, target, local, at, Trackers::own(&done))?;
-        wait(t, &done, &|| {
-            format!("{}ting {n} staged bytes with rank {target}", dir.name())
+        with_own(|done| {
+            post(t, dir, target, local, at, Trackers::own(done))?;
+            wait(t, done, &|| {
+                format!("{}ting {n} staged bytes with rank {target}", dir.name())
+            })
         })?;
         if let Dir::Read = dir {
             // SAFETY: as above; for reads the caller lent the buffer mutably
@@ -405,28 +314,6 @@ fn staged(
         off += n;
     }
     Ok(())
-}
-
-/// Takes a staging slot, driving progress while all are in use.
-pub(super) fn acquire<'p>(
-    t: &OfiTransport,
-    pool: &'p staging::Staging,
-) -> Result<staging::Slot<'p>> {
-    let start = Instant::now();
-    let mut round = 0;
-    loop {
-        if let Some(s) = pool.try_acquire() {
-            return Ok(s);
-        }
-        cq::drain(t)?;
-        if timed_out(t, start) {
-            return Err(Error::Timeout {
-                what: "waiting for a free staging buffer".into(),
-                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
-            });
-        }
-        backoff(&mut round);
-    }
 }
 
 /// Non-blocking put from a buffer the transport holds.

@@ -1,0 +1,215 @@
+//! Transport internals seen through the API: the bounded op table (a post
+//! that finds every slot in use drives progress until one frees) and the
+//! counters of posted operations. Multi-process, real providers, every byte
+//! checked.
+
+#[macro_use]
+mod common;
+
+use onesided::{Op, Window, World};
+
+/// Words of each origin's region in a target's window.
+const REGION: usize = 256;
+/// Words of one block written by put / rput.
+const BLOCK: usize = 16;
+/// Blocks in flight at once as requests (rput, then rget).
+const REQS: usize = 8;
+/// Offsets (in words) inside a region.
+const PUT_AT: usize = 0;
+const REQ_AT: usize = BLOCK;
+const FOP_AT: usize = REQ_AT + REQS * BLOCK;
+const CAS_AT: usize = FOP_AT + 1;
+const ACC_AT: usize = FOP_AT + 2;
+const ACC_WORDS: usize = 4;
+
+/// Word `i` of a block that `origin` writes in `round`, request `k`:
+/// distinct per origin, round, request and position.
+fn word(origin: usize, round: usize, k: usize, i: usize) -> u64 {
+    ((origin as u64) << 48) ^ ((round as u64) << 24) ^ ((k as u64) << 12) ^ (i as u64 * 0x9e37)
+}
+
+fn block(origin: usize, round: usize, k: usize) -> Vec<u64> {
+    (0..BLOCK).map(|i| word(origin, round, k, i)).collect()
+}
+
+fn rounds() -> usize {
+    // Under ONESIDED_RMA_SLOTS (the bounded variants) enough rounds for
+    // thousands of operations; fewer in the plain matrix run.
+    if std::env::var_os("ONESIDED_RMA_SLOTS").is_some() {
+        200
+    } else {
+        50
+    }
+}
+
+/// Every rank hammers its right neighbour with puts, gets, rput/rget
+/// requests (REQS in flight at once) and atomics, checking every byte it
+/// reads back; then every rank checks what its left neighbour left in its
+/// window. Under ONESIDED_RMA_SLOTS=1 or 2 the requests cannot all have a
+/// slot: posts must wait for slots, never fail and never hang.
+fn many_operations_body() {
+    let world = World::init().unwrap();
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let mut win = Window::<u64>::allocate(&world, n * REGION).unwrap();
+    let base = me * REGION;
+    let rounds = rounds();
+    win.lock_all().unwrap();
+    for round in 0..rounds {
+        // Blocking put, flush, blocking get of the same block.
+        let b = block(me, round, REQS);
+        win.put(right, base + PUT_AT, &b).unwrap();
+        win.flush(right).unwrap();
+        let mut back = vec![0u64; BLOCK];
+        win.get(right, base + PUT_AT, &mut back).unwrap();
+        assert_eq!(back, b, "round {round}: get after put to rank {right}");
+
+        // REQS requests in flight, then REQS gets in flight.
+        let puts: Vec<_> = (0..REQS)
+            .map(|k| {
+                win.rput(right, base + REQ_AT + k * BLOCK, block(me, round, k))
+                    .unwrap()
+            })
+            .collect();
+        for p in puts {
+            p.wait().unwrap();
+        }
+        win.flush(right).unwrap();
+        let gets: Vec<_> = (0..REQS)
+            .map(|k| {
+                win.rget(right, base + REQ_AT + k * BLOCK, vec![0u64; BLOCK])
+                    .unwrap()
+            })
+            .collect();
+        for (k, g) in gets.into_iter().enumerate() {
+            let got = g.wait().unwrap();
+            assert_eq!(got, block(me, round, k), "round {round}: rget {k}");
+        }
+
+        // Atomics on words only this rank touches at the target.
+        let old = win.fetch_and_op(right, base + FOP_AT, 1, Op::Sum).unwrap();
+        assert_eq!(old, round as u64, "round {round}: fetch_and_op");
+        let old = win
+            .compare_and_swap(right, base + CAS_AT, round as u64, round as u64 + 1)
+            .unwrap();
+        assert_eq!(old, round as u64, "round {round}: compare_and_swap");
+        win.accumulate(right, base + ACC_AT, &[1u64; ACC_WORDS], Op::Sum)
+            .unwrap();
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+
+    // What the left neighbour left here.
+    let mine = win.local_to_vec().unwrap();
+    let region = &mine[left * REGION..(left + 1) * REGION];
+    let last = rounds - 1;
+    assert_eq!(
+        &region[PUT_AT..PUT_AT + BLOCK],
+        &block(left, last, REQS)[..]
+    );
+    for k in 0..REQS {
+        let at = REQ_AT + k * BLOCK;
+        assert_eq!(
+            &region[at..at + BLOCK],
+            &block(left, last, k)[..],
+            "rput {k}"
+        );
+    }
+    assert_eq!(region[FOP_AT], rounds as u64, "fetch_and_op total");
+    assert_eq!(region[CAS_AT], rounds as u64, "compare_and_swap chain");
+    assert_eq!(
+        &region[ACC_AT..ACC_AT + ACC_WORDS],
+        &[rounds as u64; ACC_WORDS],
+        "accumulate totals"
+    );
+
+    let stats = world.stats().transport;
+    if let Some(slots) = std::env::var("ONESIDED_RMA_SLOTS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+    {
+        assert_eq!(stats.op_slots, slots, "{stats:?}");
+        if slots < REQS {
+            assert!(
+                stats.op_slots_exhausted > 0,
+                "{REQS} requests in flight never found the {slots} slot(s) full: {stats:?}"
+            );
+        }
+    }
+    common::assert_transport_clean(&world);
+    win.free().unwrap();
+}
+
+spmd_test!(
+    many_operations_every_byte,
+    jobs = common::matrix_one_provider(&[2]),
+    many_operations_body
+);
+
+/// The op table bounded to 1 and 2 slots, on every provider under test.
+#[test]
+fn bounded_op_table_one_and_two_slots() {
+    for provider in common::providers() {
+        for slots in ["1", "2"] {
+            common::run_variant(
+                module_path!(),
+                "many_operations_every_byte",
+                2,
+                &provider,
+                &[("ONESIDED_RMA_SLOTS", slots)],
+            );
+        }
+    }
+}
+
+/// Exact counts for a known sequence: after a warm-up (first contact, the
+/// directory read, a barrier), three 8-byte puts and a flush are three
+/// writes of 24 bytes plus, where the flush is an ordered read (tcp,
+/// sockets), one 8-byte read; a 16-byte get is one read; a fetch_and_op
+/// is one atomic of 8 bytes.
+fn counts_body() {
+    let world = World::init().unwrap();
+    let me = world.rank();
+    let mut win = Window::<u64>::allocate(&world, 16).unwrap();
+    win.lock_all().unwrap();
+    if me == 0 {
+        // Warm-up: contact rank 1, fetch its descriptor, use every path once.
+        win.put(1, 0, &[0]).unwrap();
+        win.flush(1).unwrap();
+        let mut w = [0u64; 2];
+        win.get(1, 0, &mut w).unwrap();
+        win.fetch_and_op(1, 8, 0, Op::Sum).unwrap();
+
+        let ordered = world.bench_transport().props().ordered_raw;
+        let s0 = world.stats().transport;
+        for i in 0..3u64 {
+            win.put(1, i as usize, &[i + 10]).unwrap();
+        }
+        win.flush(1).unwrap();
+        let s1 = world.stats().transport;
+        assert_eq!(s1.writes - s0.writes, 3, "{s0:?} -> {s1:?}");
+        assert_eq!(s1.bytes_written - s0.bytes_written, 24, "{s0:?} -> {s1:?}");
+        let flush_reads = u64::from(ordered);
+        assert_eq!(s1.reads - s0.reads, flush_reads, "{s0:?} -> {s1:?}");
+        assert_eq!(s1.bytes_read - s0.bytes_read, 8 * flush_reads);
+        assert_eq!(s1.atomics, s0.atomics, "{s0:?} -> {s1:?}");
+
+        win.get(1, 0, &mut w).unwrap();
+        assert_eq!(w, [10, 11]);
+        let old = win.fetch_and_op(1, 8, 5, Op::Sum).unwrap();
+        assert_eq!(old, 0);
+        let s2 = world.stats().transport;
+        assert_eq!(s2.reads - s1.reads, 1, "{s1:?} -> {s2:?}");
+        assert_eq!(s2.bytes_read - s1.bytes_read, 16, "{s1:?} -> {s2:?}");
+        assert_eq!(s2.atomics - s1.atomics, 1, "{s1:?} -> {s2:?}");
+        assert_eq!(s2.bytes_atomic - s1.bytes_atomic, 8, "{s1:?} -> {s2:?}");
+        assert_eq!(s2.writes, s1.writes, "{s1:?} -> {s2:?}");
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    common::assert_transport_clean(&world);
+    win.free().unwrap();
+}
+
+spmd_test!(stats_count_posted_operations, &[2], counts_body);
