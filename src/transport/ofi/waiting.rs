@@ -41,8 +41,12 @@ pub(super) fn post_retry(
     let mut round = 0;
     let fail = |e: Error| {
         // The provider rejected the post: no completion will come for it.
-        if let Some(c) = t.ops.take(ctx) {
-            c.complete();
+        // (A null context is an inject: nothing to take back, and taking it
+        // would count a bogus "rejected completion".)
+        if !ctx.is_null() {
+            if let Some(c) = t.ops.take(ctx) {
+                c.complete();
+            }
         }
         Err(e)
     };
