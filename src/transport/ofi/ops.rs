@@ -26,6 +26,12 @@
 //! holds no lock and no slot while it waits, and completing an operation
 //! needs nothing but its slot. The wait is bounded by `ONESIDED_TIMEOUT` like
 //! any other wait for the network.
+//!
+//! **Reserved slots.** The message layer's receive buffers (and the replies
+//! sent from them) take [`OpTable::insert_reserved`] slots, one per buffer
+//! (`RECV_BUFFERS` of them, added to the bound): they are re-posted from
+//! inside CQ processing, where waiting for a slot is not allowed, and they
+//! do not count against `ONESIDED_RMA_SLOTS`.
 
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
