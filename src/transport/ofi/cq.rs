@@ -208,6 +208,10 @@ pub fn block(t: &OfiTransport, timeout: Duration) -> Result<Option<usize>> {
     if !t.cq_waitable {
         return Ok(None);
     }
+    if msg::retry_pending(t) {
+        // Receive buffers wait to be posted again: retry now, do not sleep.
+        return Ok(Some(drain(t)?));
+    }
     let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     let mut entries = [fi::fi_cq_msg_entry::default(); BATCH];
     // SAFETY: live CQ opened with FI_CQ_FORMAT_MSG and a wait object

@@ -233,6 +233,12 @@ fn post_reply(t: &OfiTransport, m: &Messages, i: usize, to: fi::fi_addr_t, len: 
     }
 }
 
+/// Whether posts wait on the retry list (a blocking CQ read would leave
+/// them waiting until it returns).
+pub fn retry_pending(t: &OfiTransport) -> bool {
+    pool(t).is_some_and(|m| m.retries.load(Ordering::Acquire) != 0)
+}
+
 /// Works through the retry list (called at the start of every drain).
 pub fn retry(t: &OfiTransport) {
     let Some(m) = pool(t) else { return };
