@@ -264,6 +264,17 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_is_small() {
+        // The default table (1024 + RECV_BUFFERS slots) is allocated in every
+        // process: keep it near 128 KiB (docs/transport.md).
+        assert!(
+            std::mem::size_of::<Slot>() <= 128,
+            "{} bytes",
+            std::mem::size_of::<Slot>()
+        );
+    }
+
+    #[test]
     fn a_full_table_hands_the_operation_back() {
         let t = OpTable::with_capacity(2, 1);
         let done = Arc::new(Completion::new());
