@@ -10,6 +10,7 @@
 //! | `ONESIDED_TIMEOUT` | 60 | seconds an operation may wait for the network before it fails (0 = forever) |
 //! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
 //! | `ONESIDED_RMA_SLOTS` | 1024 | operations in flight at once per process (slots of the op table, allocated at start); a post that finds them all in use reads the CQ until one frees |
+//! | `ONESIDED_ACCUMULATE` | `auto` | which path accumulates take, decided per window at creation: `auto` (provider atomics when they cover every operation the window may use on its type, else the software path for all of them), `hardware` (provider atomics only; creating a window whose type the provider does not fully cover is an error), `software` (active messages applied by the target's CPU atomics, for every window) |
 //! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
 
 use std::time::Duration;
@@ -23,6 +24,17 @@ pub enum ProgressMode {
     Thread,
     /// Only calls into the library make progress.
     Manual,
+}
+
+/// Which path accumulates take (`ONESIDED_ACCUMULATE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccumulateMode {
+    /// Provider atomics where they cover the window's operations, else software.
+    Auto,
+    /// Provider atomics only (an error where they do not suffice).
+    Hardware,
+    /// The software path (active messages, target CPU atomics) everywhere.
+    Software,
 }
 
 /// Settings read once at `World::init`.
@@ -46,6 +58,8 @@ pub struct Config {
     pub force_mr_local: bool,
     /// Slots of the transport's op table (operations in flight at once).
     pub rma_slots: usize,
+    /// Accumulate path policy.
+    pub accumulate: AccumulateMode,
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -84,6 +98,18 @@ impl Config {
                 })
             }
         };
+        let accumulate = match var("ONESIDED_ACCUMULATE").as_deref() {
+            None | Some("auto") => AccumulateMode::Auto,
+            Some("hardware") => AccumulateMode::Hardware,
+            Some("software") => AccumulateMode::Software,
+            Some(v) => {
+                return Err(Error::Config {
+                    var: "ONESIDED_ACCUMULATE",
+                    value: v.to_string(),
+                    message: "expected `auto`, `hardware` or `software`".into(),
+                })
+            }
+        };
         let secs = number("ONESIDED_TIMEOUT", 60, 0, 1 << 30)?;
         Ok(Config {
             provider: var("ONESIDED_PROVIDER"),
@@ -95,6 +121,7 @@ impl Config {
             verbose: flag("ONESIDED_VERBOSE"),
             force_mr_local: flag("ONESIDED_MR_LOCAL"),
             rma_slots: number("ONESIDED_RMA_SLOTS", 1024, 1, 1 << 20)?,
+            accumulate,
         })
     }
 }

@@ -20,6 +20,6 @@ pub mod window;
 pub use api::element::Element;
 pub use api::op::Op;
 pub use api::request::Request;
-pub use api::window::{Window, WindowStats};
+pub use api::window::{Window, WindowInfo, WindowStats};
 pub use api::world::{World, WorldStats};
 pub use epoch::{Assert, LockType};

@@ -6,16 +6,21 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod accumulate;
 mod dynamic;
+mod info;
 mod lock;
+mod software;
 mod sync;
+
+pub use info::WindowInfo;
 
 use super::element::{tag_name, Element};
 use super::request::Request;
 use super::world::World;
 use crate::epoch::SyncState;
 use crate::error::{Error, Result};
+use crate::transport::exposed::Exposure;
 use crate::transport::{Completion, InFlight, Memory, Registration, RemoteAddr};
-use crate::window::directory::{self, Descriptor, ENTRY_BYTES};
+use crate::window::directory::{self, Descriptor, ENTRY_BYTES, FLAG_DYNAMIC};
 
 /// Counters of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +48,15 @@ pub struct Window<'a, T: Element> {
     // Targets with atomic updates not yet flushed (may include ourselves:
     // accumulates to oneself go through the provider too).
     atomic_dirty: Mutex<HashSet<usize>>,
-    atomics: accumulate::Support,
+    // Which accumulate operations take the software path, and the hints.
+    paths: info::Paths,
+    info: WindowInfo,
     freed: bool,
     // Attached regions (dynamic windows): deregistered with the window.
     dynamic: Option<dynamic::Dynamic>,
-    // Deregister before the memory goes away.
+    // Withdraw from message handlers and deregister before the memory goes
+    // away (fields drop in declaration order; `release` does it explicitly).
+    exposure: Option<Exposure>,
     reg: Option<Registration>,
     mem: Memory<'a>,
     _t: PhantomData<T>,
@@ -56,21 +65,49 @@ pub struct Window<'a, T: Element> {
 impl<'a, T: Element> Window<'a, T> {
     /// Allocates a window of `len` zeroed elements (collective).
     pub fn allocate(world: &'a World, len: usize) -> Result<Self> {
+        Self::allocate_with(world, len, &WindowInfo::default())
+    }
+
+    /// [`Window::allocate`] with creation hints (collective; every rank
+    /// should pass the same hints).
+    pub fn allocate_with(world: &'a World, len: usize, info: &WindowInfo) -> Result<Self> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME))
         })?;
-        Self::build(world, Memory::allocate(bytes)?, len, 0)
+        Self::build(world, Memory::allocate(bytes)?, len, 0, info)
     }
 
     /// Exposes user memory as a window for as long as the window lives (collective).
     pub fn create(world: &'a World, mem: &'a mut [T]) -> Result<Self> {
+        Self::create_with(world, mem, &WindowInfo::default())
+    }
+
+    /// [`Window::create`] with creation hints (collective).
+    pub fn create_with(world: &'a World, mem: &'a mut [T], info: &WindowInfo) -> Result<Self> {
         let len = mem.len();
-        Self::build(world, Memory::borrow(mem), len, 0)
+        Self::build(world, Memory::borrow(mem), len, 0, info)
     }
 
     /// Creates the window over `mem` (`len` local elements), with the
-    /// window-kind bits `flags` in its descriptor.
-    fn build(world: &'a World, mem: Memory<'a>, len: usize, flags: u64) -> Result<Self> {
+    /// window-kind bits `kind` in its descriptor flags (bits 16 and up) and
+    /// the accumulate-path bits (0–7) decided here.
+    fn build(
+        world: &'a World,
+        mem: Memory<'a>,
+        len: usize,
+        kind: u64,
+        info: &WindowInfo,
+    ) -> Result<Self> {
+        // Decided identically on every rank (same provider, same variable,
+        // same hints); recorded in the descriptor flags, which peers compare.
+        // Dynamic windows keep every accumulate on the provider (their
+        // memory is the attached regions, which the software path does not
+        // reach yet).
+        let paths = if kind & FLAG_DYNAMIC != 0 {
+            info::Paths::provider_only()
+        } else {
+            info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
+        };
         let id = world.next_window_id();
         let ctrl = world.control_memory();
         let slots = world.config.max_windows;
@@ -92,8 +129,13 @@ impl<'a, T: Element> Window<'a, T> {
             disp_unit: std::mem::size_of::<T>() as u64,
             key: reg.key,
             tag: T::TAG,
-            flags,
+            flags: kind | paths.flags(),
             aux: 0,
+        };
+        // Open for software accumulates before peers can see the window.
+        let exposure = match paths.software {
+            0 => None,
+            mask => Some(world.exposed.expose(id, &mem, T::DATATYPE, mask)?),
         };
         directory::publish(ctrl, slot, &desc)?;
         if let Err(e) = world.barrier() {
@@ -111,9 +153,11 @@ impl<'a, T: Element> Window<'a, T> {
             outstanding: Arc::new(Completion::new()),
             dirty: Mutex::new(HashSet::new()),
             atomic_dirty: Mutex::new(HashSet::new()),
-            atomics: accumulate::Support::probe::<T>(world.transport()),
+            paths,
+            info: *info,
             freed: false,
             dynamic: None,
+            exposure,
             reg: Some(reg),
             mem,
             _t: PhantomData,

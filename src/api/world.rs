@@ -7,9 +7,11 @@ use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, ProgressMode};
 use crate::error::{Error, Result};
 use crate::progress::ProgressAgent;
-use crate::transport::am::{ActiveMessages, AmStats};
+use crate::transport::am::{self, ActiveMessages, AmStats};
+use crate::transport::exposed::ExposedTable;
 use crate::transport::ofi::OfiTransport;
 use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transport};
+use crate::window::am_accumulate::AccumulateHandler;
 use crate::window::directory::{self, BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
 use crate::window::peers::{self, PeerTable};
 use crate::window::rkey_cache::{CacheStats, RkeyCache};
@@ -41,6 +43,8 @@ pub struct World {
     ctrl: Memory<'static>,
     pub(crate) transport: SharedTransport,
     pub(crate) am: Arc<ActiveMessages>,
+    /// Windows open for software accumulates (the handler's registry).
+    pub(crate) exposed: Arc<ExposedTable>,
     boot: Arc<dyn Bootstrap>,
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
@@ -75,6 +79,13 @@ impl World {
                 },
             ))
         };
+        let exposed = Arc::new(ExposedTable::default());
+        am.register(
+            am::kind::ACCUMULATE,
+            Arc::new(AccumulateHandler {
+                table: exposed.clone(),
+            }),
+        )?;
         transport.set_receiver(am.clone());
 
         let ctrl = Memory::allocate(directory::region_bytes(config.max_windows))?;
@@ -117,6 +128,7 @@ impl World {
             ctrl,
             transport,
             am,
+            exposed,
             boot,
             peers,
             rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),

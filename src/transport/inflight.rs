@@ -94,3 +94,98 @@ impl Drop for InFlight {
         }
     }
 }
+
+/// Where the replies of software operations go: a [`Completion`] (and its
+/// group) counting the outstanding parts, and optionally the byte buffer of
+/// an [`InFlight`] the parts deliver into.
+///
+/// Invariant: a part is counted ([`Sink::add`]) before it is sent and
+/// finished exactly once ([`Sink::deliver`] or [`Sink::fail`]). While any
+/// part is pending the buffer is alive, because an `InFlight` neither gives
+/// its buffer back nor frees it while its completion has work pending; a
+/// delivery writes *before* counting its part done. Parts deliver into
+/// disjoint ranges (the caller's segments), so deliveries running at the
+/// same time on two threads never touch the same bytes.
+#[derive(Clone)]
+pub struct Sink {
+    ptr: *mut u8,
+    len: usize,
+    done: Arc<Completion>,
+    group: Option<Arc<Completion>>,
+}
+
+// SAFETY: the pointer is only written through `deliver`, within bounds and
+// while the buffer is kept alive (see the invariant above).
+unsafe impl Send for Sink {}
+// SAFETY: as above; concurrent deliveries write disjoint ranges.
+unsafe impl Sync for Sink {}
+
+impl Sink {
+    /// A sink that only counts (acknowledgements without data).
+    pub fn counter(done: Arc<Completion>) -> Sink {
+        Sink {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            done,
+            group: None,
+        }
+    }
+
+    /// Whether parts deliver data (else they only count).
+    pub fn has_buffer(&self) -> bool {
+        !self.ptr.is_null()
+    }
+
+    /// Counts one more part.
+    pub fn add(&self) {
+        if let Some(g) = &self.group {
+            g.add();
+        }
+        self.done.add();
+    }
+
+    /// Copies `bytes` to byte `at` of the buffer and counts the part done
+    /// (failed, when the range is outside the buffer).
+    pub fn deliver(&self, at: usize, bytes: &[u8]) {
+        match at.checked_add(bytes.len()) {
+            Some(end) if end <= self.len => {
+                if !bytes.is_empty() {
+                    // SAFETY: in bounds; the buffer is alive while this part
+                    // is pending; no other part writes this range.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(at), bytes.len())
+                    }
+                }
+                if let Some(g) = &self.group {
+                    g.done();
+                }
+                self.done.done();
+            }
+            _ => self.fail(format!(
+                "a reply of {} bytes at byte {at} does not fit the {}-byte result",
+                bytes.len(),
+                self.len
+            )),
+        }
+    }
+
+    /// Counts the part failed with `message`.
+    pub fn fail(&self, message: String) {
+        if let Some(g) = &self.group {
+            g.failed(message.clone());
+        }
+        self.done.failed(message);
+    }
+}
+
+impl InFlight {
+    /// A sink delivering into this buffer, counting on its trackers.
+    pub fn sink(&self) -> Sink {
+        Sink {
+            ptr: self.ptr,
+            len: self.len,
+            done: self.done.clone(),
+            group: self.group.clone(),
+        }
+    }
+}

@@ -99,6 +99,18 @@ impl<'a> Memory<'a> {
         }
     }
 
+    /// A non-owning view of the same bytes, for the table of memory exposed
+    /// to message handlers (`transport::exposed`), which guarantees that the
+    /// view is dropped before this memory (see `Exposure`).
+    pub(super) fn alias(&self) -> Memory<'static> {
+        Memory {
+            ptr: self.ptr,
+            len: self.len,
+            owner: Owner::User,
+            _borrow: PhantomData,
+        }
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len

@@ -14,6 +14,7 @@
 pub mod am;
 pub mod completion;
 pub mod cpu_atomic;
+pub mod exposed;
 pub mod inflight;
 pub mod memory;
 pub mod ofi;
@@ -63,6 +64,8 @@ pub struct TransportProps {
     /// promised, so several request-based atomics to one peer may be
     /// outstanding at once without losing MPI's default accumulate ordering.
     pub ordered_atomics: bool,
+    /// The `FI_ORDER_ATOMIC_{RAR,RAW,WAR,WAW}` bits the provider promises.
+    pub atomic_order: u64,
 }
 
 /// The three families of atomic operations, as `fi_atomicvalid`,

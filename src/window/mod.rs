@@ -9,6 +9,7 @@
 //! window it needs with one RMA read into a bounded LRU ([`rkey_cache`]).
 //! Peers never touched cost nothing. The protocol is in `docs/directory.md`.
 
+pub mod am_accumulate;
 pub mod attach;
 pub mod directory;
 pub mod peers;

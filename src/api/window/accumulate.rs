@@ -2,50 +2,30 @@
 //! `get_accumulate`, `fetch_and_op`, `compare_and_swap`, `raccumulate`,
 //! `rget_accumulate` (see `docs/semantics.md`).
 //!
-//! Every accumulate goes through the provider, also to oneself: a local
+//! Each window decides at creation, identically on every rank, which
+//! operations run on the provider's atomics and which on the software path
+//! (`software.rs`: active messages applied by the target's CPU atomics);
+//! see `info.rs` and `docs/semantics.md`. On the provider path every
+//! accumulate goes through the provider, also to oneself: a local
 //! read-modify-write would not be atomic with respect to the provider's
-//! atomics from other ranks (Open MPI issue 4688). Pairs of operation and
-//! element type the provider does not offer are refused for now; the
-//! software (active-message) path is a later step.
+//! atomics from other ranks (Open MPI issue 4688). On the software path an
+//! accumulate to oneself runs the same CPU atomics the handler runs.
 
 use super::Window;
 use crate::api::element::Element;
 use crate::api::op::Op;
 use crate::api::request::Request;
 use crate::error::{Error, Result};
-use crate::transport::{AtomicKind, AtomicOp, InFlight, Transport};
+use crate::transport::inflight::Sink;
+use crate::transport::{AtomicKind, AtomicOp, InFlight};
 use crate::window::directory::{Descriptor, MAGIC};
 
-/// Which operations the provider runs in hardware for one element type,
-/// decided once per window.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Support {
-    update: [bool; Op::ALL.len()],
-    fetch: [bool; Op::ALL.len()],
-    compare: bool,
-}
-
-impl Support {
-    /// Asks the transport about every operation on `T`.
-    pub(super) fn probe<T: Element>(t: &dyn Transport) -> Support {
-        let ask = |op: Op, kind| t.atomic_valid(op.fi_op(), T::DATATYPE, kind).is_some();
-        Support {
-            update: Op::ALL.map(|op| ask(op, AtomicKind::Update)),
-            fetch: Op::ALL.map(|op| ask(op, AtomicKind::Fetch)),
-            compare: t
-                .atomic_valid(libfabric_sys::FI_CSWAP, T::DATATYPE, AtomicKind::Compare)
-                .is_some(),
-        }
-    }
-
-    fn has(&self, op: Option<Op>, kind: AtomicKind) -> bool {
-        match (op, kind) {
-            (Some(op), AtomicKind::Update) => self.update[op as usize],
-            (Some(op), AtomicKind::Fetch) => self.fetch[op as usize],
-            (_, AtomicKind::Compare) => self.compare,
-            (None, _) => false,
-        }
-    }
+/// Where an accumulate call goes: its byte offset, the target's descriptor,
+/// and whether it takes the software path.
+pub(super) struct Route {
+    off: usize,
+    d: Descriptor,
+    software: bool,
 }
 
 impl<T: Element> Window<'_, T> {
@@ -57,18 +37,19 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
-    /// Validates an atomic access: the operation on `T`, hardware support,
-    /// then as put/get (`access`). Makes sure the target, even ourselves, is
-    /// a peer of the transport, and keeps MPI's accumulate ordering where
-    /// the provider does not promise it.
+    /// Validates an atomic access: the operation on `T`, then as put/get
+    /// (`access`), and picks the window's path for the operation. On the
+    /// provider path, makes sure the target, even ourselves, is a peer of
+    /// the transport. Keeps the ordering the window's `accumulate_ordering`
+    /// asks for where the path does not promise it, by completing earlier
+    /// operations first.
     fn atomic_access(
         &self,
         call: &'static str,
         op: Option<Op>,
         kind: AtomicKind,
         (rank, disp, n): (usize, usize, usize),
-    ) -> Result<(usize, Descriptor)> {
-        let name = op.map_or("CSWAP", Op::name);
+    ) -> Result<Route> {
         if let Some(op) = op {
             if op.integer_only() && !T::INTEGER {
                 return Err(Error::InvalidArgument(format!(
@@ -79,25 +60,44 @@ impl<T: Element> Window<'_, T> {
                 )));
             }
         }
-        if !self.atomics.has(op, kind) {
-            return Err(Error::Unsupported(format!(
-                "window {}: {call} to rank {rank} at element offset {disp}, length {n}: \
-                 software accumulate not implemented yet for op {name} on type {} with provider {}",
-                self.id,
-                T::NAME,
-                self.world.provider()
-            )));
-        }
+        let fi_op = op.map_or(libfabric_sys::FI_CSWAP, Op::fi_op);
+        let software = self.paths.software(fi_op);
         let (off, d) = self.access(call, rank, disp, n)?;
-        if rank == self.world.rank() {
-            // Loopback through our own endpoint: contacts ourselves once.
-            self.world.control(rank)?;
+        if !software {
+            if self
+                .world
+                .transport()
+                .atomic_valid(fi_op, T::DATATYPE, kind)
+                .is_none()
+            {
+                return Err(Error::Unsupported(format!(
+                    "window {}: {call} to rank {rank} at element offset {disp}, length {n}: \
+                     provider {} has no {kind:?} atomic for {} on {}",
+                    self.id,
+                    self.world.provider(),
+                    op.map_or("CSWAP", Op::name),
+                    T::NAME
+                )));
+            }
+            if rank == self.world.rank() {
+                // Loopback through our own endpoint: contacts ourselves once.
+                self.world.control(rank)?;
+            }
         }
-        if !self.world.transport_props().ordered_atomics && self.outstanding.pending() > 0 {
-            // Request-based atomics in flight could be overtaken.
+        // The software path promises no order between requests (handlers
+        // may run on two threads at the target); the provider path promises
+        // `atomic_order`.
+        let wanted = self.info.fi_order();
+        let promised = if software {
+            0
+        } else {
+            self.world.transport_props().atomic_order
+        };
+        if promised & wanted != wanted && self.outstanding.pending() > 0 {
+            // Earlier operations in flight could be overtaken.
             self.complete_local()?;
         }
-        Ok((off, d))
+        Ok(Route { off, d, software })
     }
 
     fn mark_atomic_dirty(&self, rank: usize) {
@@ -158,10 +158,15 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         let n = data.len();
-        let (off, d) =
+        let Route { off, d, software } =
             self.atomic_access("accumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
         if n == 0 {
             return Ok(());
+        }
+        if software {
+            // Acknowledgements count on the window's tracker (flush waits).
+            let acks = Sink::counter(self.outstanding.clone());
+            return self.soft_post(rank, off, op.fi_op(), bytemuck::cast_slice(data), n, &acks);
         }
         self.mark_atomic_dirty(rank);
         self.world.transport().atomic(
@@ -185,7 +190,7 @@ impl<T: Element> Window<'_, T> {
     ) -> Result<()> {
         let n = result.len();
         let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
-        let (off, d) = self.atomic_access(
+        let Route { off, d, software } = self.atomic_access(
             "get_accumulate",
             Some(op),
             AtomicKind::Fetch,
@@ -193,6 +198,10 @@ impl<T: Element> Window<'_, T> {
         )?;
         if n == 0 {
             return Ok(());
+        }
+        if software {
+            let res = bytemuck::cast_slice_mut(result);
+            return self.soft_fetch(rank, off, op.fi_op(), &data, n, res);
         }
         self.world.transport().fetch_atomic(
             rank,
@@ -232,8 +241,13 @@ impl<T: Element> Window<'_, T> {
     /// previous value (`MPI_Fetch_and_op`).
     pub fn fetch_and_op(&self, rank: usize, disp: usize, value: T, op: Op) -> Result<T> {
         let mut old = [T::zeroed()];
-        let (off, d) =
+        let Route { off, d, software } =
             self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
+        if software {
+            let res = bytemuck::cast_slice_mut(&mut old);
+            self.soft_fetch(rank, off, op.fi_op(), bytemuck::bytes_of(&value), 1, res)?;
+            return Ok(old[0]);
+        }
         self.world.transport().fetch_atomic(
             rank,
             Self::atomic_op(op, 1),
@@ -248,12 +262,18 @@ impl<T: Element> Window<'_, T> {
     /// `compare`; returns the previous value either way.
     pub fn compare_and_swap(&self, rank: usize, disp: usize, compare: T, swap: T) -> Result<T> {
         let mut old = [T::zeroed()];
-        let (off, d) = self.atomic_access(
+        let Route { off, d, software } = self.atomic_access(
             "compare_and_swap",
             None,
             AtomicKind::Compare,
             (rank, disp, 1),
         )?;
+        if software {
+            let operands = [bytemuck::bytes_of(&compare), bytemuck::bytes_of(&swap)].concat();
+            let res = bytemuck::cast_slice_mut(&mut old);
+            self.soft_fetch(rank, off, libfabric_sys::FI_CSWAP, &operands, 1, res)?;
+            return Ok(old[0]);
+        }
         self.world.transport().compare_atomic(
             rank,
             T::DATATYPE,
@@ -285,7 +305,7 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         let n = data.as_mut().len();
-        let (off, d) =
+        let Route { off, d, software } =
             self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
         let what = format!(
             "raccumulate ({op}) of {n} {} to rank {rank} (window {})",
@@ -294,6 +314,15 @@ impl<T: Element> Window<'_, T> {
         );
         let t = self.world.transport();
         if n == 0 {
+            return Ok(Request::new(t, InFlight::new(data, None), what));
+        }
+        if software {
+            // The operands are copied into the messages: the request is
+            // complete locally at once; acknowledgements count on the
+            // window's tracker, as for `accumulate`.
+            let acks = Sink::counter(self.outstanding.clone());
+            let bytes: &[u8] = bytemuck::cast_slice(data.as_mut());
+            self.soft_post(rank, off, op.fi_op(), bytes, n, &acks)?;
             return Ok(Request::new(t, InFlight::new(data, None), what));
         }
         self.mark_atomic_dirty(rank);
@@ -318,7 +347,7 @@ impl<T: Element> Window<'_, T> {
     {
         let n = result.as_mut().len();
         let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
-        let (off, d) = self.atomic_access(
+        let Route { off, d, software } = self.atomic_access(
             "rget_accumulate",
             Some(op),
             AtomicKind::Fetch,
@@ -334,6 +363,13 @@ impl<T: Element> Window<'_, T> {
             return Ok(Request::new(t, InFlight::new(result, None), what));
         }
         let f = InFlight::new(result, Some(self.outstanding.clone()));
+        if software {
+            // Replies deliver into the request's buffer (counted on the
+            // request and the window); a failed post leaves the parts sent
+            // so far to complete before the buffer comes back.
+            self.soft_post(rank, off, op.fi_op(), &origin, n, &f.sink())?;
+            return Ok(Request::new(t, f, what));
+        }
         t.fetch_atomic_async(
             rank,
             Self::atomic_op(op, n),

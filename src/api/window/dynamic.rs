@@ -25,7 +25,7 @@ use std::sync::Mutex;
 
 use lru::LruCache;
 
-use super::Window;
+use super::{Window, WindowInfo};
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
@@ -88,7 +88,7 @@ impl<'a, T: Element> Window<'a, T> {
     pub fn create_dynamic(world: &'a World) -> Result<Self> {
         let entries = world.config.max_attach;
         let table = Memory::allocate(entries * ENTRY)?;
-        let mut win = Self::build(world, table, 0, FLAG_DYNAMIC)?;
+        let mut win = Self::build(world, table, 0, FLAG_DYNAMIC, &WindowInfo::default())?;
         win.dynamic = Some(Dynamic::new(entries, world.config.rkey_cache));
         Ok(win)
     }

@@ -132,6 +132,8 @@ impl<T: Element> Window<'_, T> {
             return;
         }
         self.freed = true;
+        // No handler may touch the memory once this returns.
+        self.exposure.take();
         if let Err(e) = directory::retract(self.world.control_memory(), self.slot) {
             tracing::warn!("window {}: retracting descriptor: {e}", self.id);
         }

@@ -95,6 +95,7 @@ impl OfiTransport {
             // Decided below, once the endpoint can be asked.
             ordered_atomic_raw: false,
             ordered_atomics: false,
+            atomic_order: 0,
         };
         let atomic_order = fi::FI_ORDER_ATOMIC_RAR
             | fi::FI_ORDER_ATOMIC_RAW
@@ -194,6 +195,7 @@ impl OfiTransport {
         t.props.ordered_atomic_raw =
             msg_order & fi::FI_ORDER_ATOMIC_RAW != 0 && read_word.is_some();
         t.props.ordered_atomics = msg_order & atomic_order == atomic_order;
+        t.props.atomic_order = msg_order & atomic_order;
         Ok(t)
     }
 

@@ -1,0 +1,212 @@
+//! Window creation hints (`MPI_Info` keys onesided understands) and the
+//! per-window choice of accumulate path they feed into.
+
+use libfabric_sys as fi;
+
+use crate::api::element::Element;
+use crate::api::op::Op;
+use crate::config::AccumulateMode;
+use crate::error::{Error, Result};
+use crate::transport::{AtomicKind, Transport};
+use crate::window::am_accumulate::op_bit;
+
+const RAR: u8 = 1;
+const RAW: u8 = 2;
+const WAR: u8 = 4;
+const WAW: u8 = 8;
+
+/// Hints given at window creation, as MPI's `MPI_Info` keys
+/// `accumulate_ordering` and `accumulate_ops` (see `docs/semantics.md`).
+///
+/// ```
+/// # fn f() -> onesided::Result<()> {
+/// let info = onesided::WindowInfo::new()
+///     .accumulate_ordering("none")?
+///     .accumulate_ops("same_op")?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowInfo {
+    ordering: u8,
+    same_op: bool,
+}
+
+impl Default for WindowInfo {
+    fn default() -> Self {
+        WindowInfo {
+            ordering: RAR | RAW | WAR | WAW,
+            same_op: false,
+        }
+    }
+}
+
+impl WindowInfo {
+    /// MPI's defaults: `accumulate_ordering = rar,raw,war,waw`,
+    /// `accumulate_ops = same_op_no_op`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `accumulate_ordering`: a comma-separated subset of `rar`, `raw`,
+    /// `war`, `waw`, or `none`. Accumulates from one origin to one target
+    /// location are applied in program order for the listed kinds of
+    /// conflict (read-after-read, read-after-write, ...); with `none` they
+    /// may be applied in any order, and onesided keeps several in flight.
+    pub fn accumulate_ordering(mut self, spec: &str) -> Result<Self> {
+        let mut bits = 0;
+        for word in spec.split(',').map(str::trim) {
+            bits |= match word {
+                "rar" => RAR,
+                "raw" => RAW,
+                "war" => WAR,
+                "waw" => WAW,
+                "none" if spec.trim() == "none" => 0,
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "accumulate_ordering {spec:?}: expected a comma-separated subset of \
+                         rar, raw, war, waw, or none"
+                    )))
+                }
+            };
+        }
+        self.ordering = bits;
+        Ok(self)
+    }
+
+    /// `accumulate_ops`: `same_op_no_op` (default: concurrent accumulates
+    /// to one location use one operation, or `NO_OP`) or `same_op` (one
+    /// operation, no `NO_OP` reads mixed in). With `same_op`, each
+    /// operation may take its own path (provider or software); with
+    /// `same_op_no_op` a window's operations all take the same path.
+    pub fn accumulate_ops(mut self, spec: &str) -> Result<Self> {
+        self.same_op = match spec.trim() {
+            "same_op_no_op" => false,
+            "same_op" => true,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "accumulate_ops {spec:?}: expected same_op_no_op or same_op"
+                )))
+            }
+        };
+        Ok(self)
+    }
+
+    /// The `FI_ORDER_ATOMIC_*` bits the ordering hint asks for.
+    pub fn fi_order(&self) -> u64 {
+        [
+            (RAR, fi::FI_ORDER_ATOMIC_RAR),
+            (RAW, fi::FI_ORDER_ATOMIC_RAW),
+            (WAR, fi::FI_ORDER_ATOMIC_WAR),
+            (WAW, fi::FI_ORDER_ATOMIC_WAW),
+        ]
+        .iter()
+        .filter(|(b, _)| self.ordering & b != 0)
+        .fold(0, |acc, (_, f)| acc | f)
+    }
+
+    /// Whether any ordering is asked for.
+    pub fn ordered(&self) -> bool {
+        self.ordering != 0
+    }
+}
+
+/// Which operations of one window run on the software path, decided at
+/// creation from the provider's atomics, `ONESIDED_ACCUMULATE` and the
+/// hints; the same on every rank with the same provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Paths {
+    /// Bit `op_bit(op)` set: `op` runs in software.
+    pub software: u64,
+    /// Bits of every operation defined on the element type.
+    pub defined: u64,
+}
+
+/// Operations defined on `T` with the provider calls each needs.
+fn defined<T: Element>() -> Vec<(u32, &'static [AtomicKind], &'static str)> {
+    const BOTH: &[AtomicKind] = &[AtomicKind::Update, AtomicKind::Fetch];
+    let mut v: Vec<(u32, &'static [AtomicKind], &'static str)> = Op::ALL
+        .into_iter()
+        .filter(|op| T::INTEGER || !op.integer_only())
+        .map(|op| {
+            let kinds: &'static [AtomicKind] = if op == Op::NoOp {
+                &[AtomicKind::Fetch]
+            } else {
+                BOTH
+            };
+            (op.fi_op(), kinds, op.name())
+        })
+        .collect();
+    v.push((fi::FI_CSWAP, &[AtomicKind::Compare], "CSWAP"));
+    v
+}
+
+impl Paths {
+    /// Decides the paths of a window of `T`.
+    pub(crate) fn decide<T: Element>(
+        t: &dyn Transport,
+        mode: AccumulateMode,
+        info: &WindowInfo,
+    ) -> Result<Paths> {
+        let mut all = 0u64;
+        let mut missing = 0u64;
+        let mut names = Vec::new();
+        for (op, kinds, name) in defined::<T>() {
+            let bit = 1u64 << op_bit(op).unwrap_or(63);
+            all |= bit;
+            if !kinds
+                .iter()
+                .all(|k| t.atomic_valid(op, T::DATATYPE, *k).is_some())
+            {
+                missing |= bit;
+                names.push(name);
+            }
+        }
+        let software = match mode {
+            AccumulateMode::Software => all,
+            AccumulateMode::Hardware if missing != 0 => {
+                return Err(Error::Unsupported(format!(
+                    "ONESIDED_ACCUMULATE=hardware, but provider {} has no atomics for {} on {}",
+                    t.props().provider,
+                    names.join(" "),
+                    T::NAME
+                )))
+            }
+            AccumulateMode::Hardware => 0,
+            AccumulateMode::Auto if info.same_op => missing,
+            AccumulateMode::Auto if missing != 0 => all,
+            AccumulateMode::Auto => 0,
+        };
+        Ok(Paths {
+            software,
+            defined: all,
+        })
+    }
+
+    /// Every operation on the provider (dynamic windows).
+    pub(crate) fn provider_only() -> Paths {
+        Paths {
+            software: 0,
+            defined: 0,
+        }
+    }
+
+    /// Whether `fi_op` runs on the software path.
+    pub(crate) fn software(&self, op: u32) -> bool {
+        op_bit(op).is_some_and(|b| self.software & (1 << b) != 0)
+    }
+
+    /// The descriptor flag bits (0–7) recording the decision, so that ranks
+    /// that decided differently find out on first access: bits 0–1 say
+    /// none / all / some operations run in software, bits 2–7 fold the
+    /// per-operation mask.
+    pub(crate) fn flags(&self) -> u64 {
+        let m = self.software;
+        let class = match m {
+            0 => 0,
+            _ if m == self.defined => 1,
+            _ => 2,
+        };
+        let fold = (m ^ (m >> 6) ^ (m >> 12)) & 0x3f;
+        class | (fold << 2)
+    }
+}
