@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use onesided::transport::am::kind;
 use onesided::{Assert, Error, LockType, Op, Window, WindowInfo, World};
 
+type Replies = Arc<Mutex<Vec<Result<Vec<u8>, String>>>>;
+
 fn software_world() -> World {
     std::env::set_var("ONESIDED_ACCUMULATE", "software");
     World::init().expect("init")
@@ -245,7 +247,7 @@ fn refused() {
     world.barrier().unwrap();
     let am = world.active_messages();
     let t = world.bench_transport();
-    let got: Arc<Mutex<Vec<Result<Vec<u8>, String>>>> = Arc::default();
+    let got: Replies = Arc::default();
     let ask = |window: u64, offset: u64| {
         let mut m = Vec::new();
         m.extend_from_slice(&window.to_le_bytes());
