@@ -451,3 +451,38 @@ fn mr_local_paths_work() {
         }
     }
 }
+
+/// The whole suite again on the software path (active messages applied by
+/// the target's CPU atomics; tests/software_accumulate.rs checks that the
+/// path is really taken), and once with `ONESIDED_ACCUMULATE=hardware`,
+/// which these providers satisfy for every pair.
+#[test]
+fn software_path_runs_the_atomics_suite() {
+    let tests = [
+        "fetch_and_op_counter",
+        "accumulate_every_op_every_type",
+        "compare_and_swap_election_and_counter",
+        "get_accumulate_read_and_swap",
+        "accumulate_ordering",
+        "accumulate_large_counts",
+        "accumulate_errors",
+    ];
+    for p in common::providers() {
+        for t in tests {
+            common::run_variant(
+                module_path!(),
+                t,
+                2,
+                &p,
+                &[("ONESIDED_ACCUMULATE", "software")],
+            );
+        }
+        common::run_variant(
+            module_path!(),
+            "fetch_and_op_counter",
+            2,
+            &p,
+            &[("ONESIDED_ACCUMULATE", "hardware")],
+        );
+    }
+}
