@@ -141,9 +141,20 @@ fn defined<T: Element>() -> Vec<(u32, &'static [AtomicKind], &'static str)> {
 }
 
 impl Paths {
-    /// Decides the paths of a window of `T`.
+    /// Decides the paths of a window of `T` on transport `t`.
     pub(crate) fn decide<T: Element>(
         t: &dyn Transport,
+        mode: AccumulateMode,
+        info: &WindowInfo,
+    ) -> Result<Paths> {
+        let has = |op, kind| t.atomic_valid(op, T::DATATYPE, kind).is_some();
+        Self::decide_with::<T>(&has, &t.props().provider, mode, info)
+    }
+
+    /// The decision, given what the provider offers (`has(fi_op, kind)`).
+    fn decide_with<T: Element>(
+        has: &dyn Fn(u32, AtomicKind) -> bool,
+        provider: &str,
         mode: AccumulateMode,
         info: &WindowInfo,
     ) -> Result<Paths> {
@@ -153,24 +164,18 @@ impl Paths {
         for (op, kinds, name) in defined::<T>() {
             let bit = 1u64 << op_bit(op).unwrap_or(63);
             all |= bit;
-            if !kinds
-                .iter()
-                .all(|k| t.atomic_valid(op, T::DATATYPE, *k).is_some())
-            {
+            if !kinds.iter().all(|k| has(op, *k)) {
                 missing |= bit;
                 names.push(name);
             }
         }
         let software = match mode {
             AccumulateMode::Software => all,
-            AccumulateMode::Hardware if missing != 0 => {
-                return Err(Error::Unsupported(format!(
-                    "ONESIDED_ACCUMULATE=hardware, but provider {} has no atomics for {} on {}",
-                    t.props().provider,
-                    names.join(" "),
-                    T::NAME
-                )))
-            }
+            AccumulateMode::Hardware if missing != 0 => return Err(Error::Unsupported(format!(
+                "ONESIDED_ACCUMULATE=hardware, but provider {provider} has no atomics for {} on {}",
+                names.join(" "),
+                T::NAME
+            ))),
             AccumulateMode::Hardware => 0,
             AccumulateMode::Auto if info.same_op => missing,
             AccumulateMode::Auto if missing != 0 => all,
@@ -208,5 +213,76 @@ impl Paths {
         };
         let fold = (m ^ (m >> 6) ^ (m >> 12)) & 0x3f;
         class | (fold << 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_prod(op: u32, _: AtomicKind) -> bool {
+        op != fi::FI_PROD
+    }
+
+    #[test]
+    fn hints_parse() {
+        assert_eq!(WindowInfo::new().fi_order().count_ones(), 4);
+        let i = WindowInfo::new().accumulate_ordering("raw, waw").unwrap();
+        assert_eq!(
+            i.fi_order(),
+            fi::FI_ORDER_ATOMIC_RAW | fi::FI_ORDER_ATOMIC_WAW
+        );
+        let none = WindowInfo::new().accumulate_ordering("none").unwrap();
+        assert!(!none.ordered());
+        for bad in ["", "raw,", "RAW", "none,rar", "x"] {
+            assert!(
+                WindowInfo::new().accumulate_ordering(bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(WindowInfo::new().accumulate_ops("same_op").is_ok());
+        assert!(WindowInfo::new().accumulate_ops("same").is_err());
+    }
+
+    #[test]
+    fn one_missing_pair_moves_the_whole_window_unless_same_op() {
+        let def = WindowInfo::new();
+        let same_op = WindowInfo::new().accumulate_ops("same_op").unwrap();
+        let auto = AccumulateMode::Auto;
+        let all_hw = Paths::decide_with::<f64>(&|_, _| true, "p", auto, &def).unwrap();
+        assert_eq!(all_hw.software, 0);
+        assert_eq!(all_hw.flags(), 0);
+        // Default hint: PROD missing puts every f64 op in software.
+        let p = Paths::decide_with::<f64>(&no_prod, "p", auto, &def).unwrap();
+        for op in [fi::FI_SUM, fi::FI_PROD, fi::FI_ATOMIC_READ, fi::FI_CSWAP] {
+            assert!(p.software(op), "{op}");
+        }
+        assert_eq!(p.flags() & 3, 1);
+        // same_op: only PROD.
+        let q = Paths::decide_with::<f64>(&no_prod, "p", auto, &same_op).unwrap();
+        assert!(q.software(fi::FI_PROD) && !q.software(fi::FI_SUM));
+        assert!(!q.software(fi::FI_ATOMIC_READ));
+        assert_eq!(q.flags() & 3, 2);
+        assert_ne!(p.flags(), q.flags());
+        // hardware refuses, naming the op; software takes everything.
+        let e = Paths::decide_with::<f64>(&no_prod, "p", AccumulateMode::Hardware, &def)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PROD") && e.contains("f64"), "{e}");
+        let s =
+            Paths::decide_with::<i8>(&|_, _| true, "p", AccumulateMode::Software, &def).unwrap();
+        assert!(s.software(fi::FI_BXOR) && s.software(fi::FI_CSWAP));
+        // Bitwise ops are not defined on floats: never part of their mask.
+        let f =
+            Paths::decide_with::<f32>(&|_, _| true, "p", AccumulateMode::Software, &def).unwrap();
+        assert!(!f.software(fi::FI_BXOR));
+        // A missing integer-only op does not matter to a float window.
+        let no_band = |op: u32, _: AtomicKind| op != fi::FI_BAND;
+        assert_eq!(
+            Paths::decide_with::<f32>(&no_band, "p", auto, &def)
+                .unwrap()
+                .software,
+            0
+        );
     }
 }
