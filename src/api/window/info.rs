@@ -171,11 +171,13 @@ impl Paths {
         }
         let software = match mode {
             AccumulateMode::Software => all,
-            AccumulateMode::Hardware if missing != 0 => return Err(Error::Unsupported(format!(
+            AccumulateMode::Hardware if missing != 0 => {
+                return Err(Error::Unsupported(format!(
                 "ONESIDED_ACCUMULATE=hardware, but provider {provider} has no atomics for {} on {}",
                 names.join(" "),
                 T::NAME
-            ))),
+            )))
+            }
             AccumulateMode::Hardware => 0,
             AccumulateMode::Auto if info.same_op => missing,
             AccumulateMode::Auto if missing != 0 => all,
