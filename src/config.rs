@@ -10,7 +10,7 @@
 //! | `ONESIDED_TIMEOUT` | 60 | seconds an operation may wait for the network before it fails (0 = forever) |
 //! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
 //! | `ONESIDED_RMA_SLOTS` | 1024 | operations in flight at once per process (slots of the op table, allocated at start); a post that finds them all in use reads the CQ until one frees |
-//! | `ONESIDED_ACCUMULATE` | `auto` | which path accumulates take, decided per window at creation: `auto` (provider atomics when they cover every operation the window may use on its type, else the software path for all of them), `hardware` (provider atomics only; creating a window whose type the provider does not fully cover is an error), `software` (active messages applied by the target's CPU atomics, for every window) |
+//! | `ONESIDED_ACCUMULATE` | `auto` | which path accumulates take, decided per window at creation: `auto` (provider atomics when they cover every operation the window may use on its type, else the software path for all of them), `hardware` (provider atomics only; creating a window whose type the provider does not fully cover is an error), `software` (active messages applied by the target's CPU atomics, for every window but dynamic ones) |
 //! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
 
 use std::time::Duration;
