@@ -8,6 +8,7 @@ mod accumulate;
 mod dynamic;
 mod info;
 mod lock;
+mod pscw;
 mod software;
 mod sync;
 
@@ -16,7 +17,7 @@ pub use info::WindowInfo;
 use super::element::{tag_name, Element};
 use super::request::Request;
 use super::world::World;
-use crate::epoch::SyncState;
+use crate::epoch::{Prepare, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
 use crate::transport::{Completion, InFlight, Memory, Registration, RemoteAddr};
@@ -331,7 +332,9 @@ impl<'a, T: Element> Window<'a, T> {
 
     /// Validates an access of `n` elements at `disp` on `rank` and returns the
     /// byte offset and the descriptor. Sends nothing on error except, on first
-    /// contact, the read of the target's descriptor.
+    /// contact, the read of the target's descriptor. Inside `lock_all` the
+    /// first access to a target takes its shared lock; inside a start epoch
+    /// it waits for the target's post.
     fn access(
         &self,
         op: &'static str,
@@ -340,9 +343,10 @@ impl<'a, T: Element> Window<'a, T> {
         n: usize,
     ) -> Result<(usize, Descriptor)> {
         self.check_rank(rank)?;
-        self.epoch()?.may_issue(self.id, op, rank)?;
+        let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
         if self.is_dynamic() {
             let at = self.dynamic_remote(rank, disp, n)?;
+            self.prepare(prepare, op, rank)?;
             self.epoch()?.issue(self.id, op, rank)?;
             let off = disp * std::mem::size_of::<T>();
             // A descriptor for this one access, such that `remote(d, off)`
@@ -368,8 +372,19 @@ impl<'a, T: Element> Window<'a, T> {
                 })
             }
         }
+        self.prepare(prepare, op, rank)?;
         self.epoch()?.issue(self.id, op, rank)?;
         Ok((disp * std::mem::size_of::<T>(), d))
+    }
+
+    /// What an operation to `rank` needs first: `lock_all`'s shared locks
+    /// or, in a start epoch, the target's post.
+    fn prepare(&self, prepare: Prepare, op: &'static str, rank: usize) -> Result<()> {
+        match prepare {
+            Prepare::Go => Ok(()),
+            Prepare::SharedLock => self.lock_all_target(rank),
+            Prepare::AwaitPost => self.await_post(op, rank),
+        }
     }
 
     fn remote(d: &Descriptor, off: usize) -> RemoteAddr {

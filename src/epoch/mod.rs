@@ -18,16 +18,24 @@
 //!   final `fence` without `NOSUCCEED` is tolerated.
 //! * `free` is not allowed in `LockAll` or in a `Fence` epoch with operations
 //!   issued since the fence.
+//! * Fence assertions ([`Epoch::fence`], [`FencePlan`]): NOPRECEDE skips the
+//!   completion work and is refused after operations were issued in the
+//!   fence epoch; NOPRECEDE | NOSUCCEED skips the barrier too (nothing
+//!   completes, no epoch opens); NOSTORE and NOPUT are accepted and change
+//!   nothing (local assertions cannot remove a collective barrier).
+//!   Other assertion bits are refused.
 //!
-//! Per-target locks (`lock`/`unlock`, [`locks`]) combine with this diagram
-//! in [`state::SyncState`], which the window keeps behind a mutex; every
+//! Per-target locks (`lock`/`unlock`, [`locks`]), the targets `lock_all`
+//! locks lazily and the PSCW epochs ([`pscw`]) combine with this diagram in
+//! [`state::SyncState`], which the window keeps behind a mutex; every
 //! transition is a method so the code follows the rules one to one.
 
 pub mod locks;
+pub mod pscw;
 pub mod state;
 
 pub use locks::LockType;
-pub use state::SyncState;
+pub use state::{Prepare, SyncState};
 
 use crate::error::{Error, Result};
 
@@ -65,6 +73,25 @@ impl std::ops::BitOr for Assert {
     }
 }
 
+/// The assertions `fence` accepts.
+pub const FENCE_ASSERTS: Assert =
+    Assert(Assert::NOPRECEDE.0 | Assert::NOSUCCEED.0 | Assert::NOSTORE.0 | Assert::NOPUT.0);
+
+/// What one `fence` call does, decided from its assertions only (never from
+/// local state that could differ between processes, since the barrier is
+/// collective: a barrier entered by some processes only would deadlock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FencePlan {
+    /// Complete this process's operations of the closing epoch (not with
+    /// NOPRECEDE: there are none).
+    pub complete: bool,
+    /// Enter the barrier: needed unless NOPRECEDE and NOSUCCEED are both
+    /// given (nothing completes, no epoch opens; see docs/semantics.md).
+    pub barrier: bool,
+    /// The epoch after the fence (`Idle` with NOSUCCEED).
+    pub next: Epoch,
+}
+
 /// Where a window is in its synchronization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Epoch {
@@ -79,7 +106,7 @@ pub enum Epoch {
 impl Epoch {
     fn describe(self) -> String {
         match self {
-            Epoch::Idle => "outside an epoch (call fence, lock or lock_all first)".into(),
+            Epoch::Idle => "outside an epoch (call fence, lock, lock_all or start first)".into(),
             Epoch::Fence { .. } => "inside a fence epoch".into(),
             Epoch::LockAll => "inside a lock_all epoch".into(),
         }
@@ -113,13 +140,40 @@ impl Epoch {
         }
     }
 
-    /// A fence is about to synchronize; returns the state after it.
-    pub fn fence(&self, window: u64, assert: Assert) -> Result<Epoch> {
-        match self {
-            Epoch::LockAll => Err(self.refuse(window, "fence")),
-            _ if assert.contains(Assert::NOSUCCEED) => Ok(Epoch::Idle),
-            _ => Ok(Epoch::Fence { ops: false }),
+    /// A fence is about to synchronize: checks the assertions against the
+    /// state and says what the fence must do (see [`FencePlan`]).
+    pub fn fence(&self, window: u64, assert: Assert) -> Result<FencePlan> {
+        let unknown = assert.0 & !FENCE_ASSERTS.0;
+        if unknown != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "window {window}: fence: assertion bits {unknown:#x} are not fence assertions \
+                 (NOPRECEDE, NOSUCCEED, NOSTORE, NOPUT)"
+            )));
         }
+        let noprecede = assert.contains(Assert::NOPRECEDE);
+        match self {
+            Epoch::LockAll => return Err(self.refuse(window, "fence")),
+            Epoch::Fence { ops: true } if noprecede => {
+                return Err(Error::Epoch {
+                    window,
+                    op: "fence(NOPRECEDE)",
+                    state: "after operations were issued in this fence epoch \
+                            (NOPRECEDE asserts there is nothing to complete)"
+                        .into(),
+                })
+            }
+            _ => {}
+        }
+        let nosucceed = assert.contains(Assert::NOSUCCEED);
+        Ok(FencePlan {
+            complete: !noprecede,
+            barrier: !(noprecede && nosucceed),
+            next: if nosucceed {
+                Epoch::Idle
+            } else {
+                Epoch::Fence { ops: false }
+            },
+        })
     }
 
     /// `lock_all` is requested.
@@ -160,7 +214,7 @@ mod tests {
         assert!(e.issue(1, "put").is_err());
         assert!(e.flush(1, "flush").is_err());
         assert!(e.unlock_all(1).is_err());
-        e = e.fence(1, Assert::NONE).unwrap();
+        e = e.fence(1, Assert::NONE).unwrap().next;
         assert_eq!(e, Epoch::Fence { ops: false });
         e.issue(1, "put").unwrap();
         assert!(
@@ -168,7 +222,11 @@ mod tests {
             "lock_all with ops pending from a fence epoch"
         );
         assert!(e.free(1).is_err());
-        e = e.fence(1, Assert::NOSUCCEED).unwrap();
+        assert!(
+            e.fence(1, Assert::NOPRECEDE).is_err(),
+            "NOPRECEDE with operations to complete"
+        );
+        e = e.fence(1, Assert::NOSUCCEED).unwrap().next;
         assert_eq!(e, Epoch::Idle);
         e.lock_all(1).unwrap();
         assert!(e.lock_all(1).is_err(), "lock_all twice");
@@ -176,6 +234,32 @@ mod tests {
         assert!(e.free(1).is_err(), "free inside lock_all");
         e.flush(1, "flush").unwrap();
         e.unlock_all(1).unwrap();
+    }
+
+    #[test]
+    fn fence_assertions() {
+        let idle = Epoch::Idle;
+        let both = Assert::NOPRECEDE | Assert::NOSUCCEED;
+        let p = idle.fence(1, both).unwrap();
+        assert_eq!((p.complete, p.barrier, p.next), (false, false, Epoch::Idle));
+        let p = idle.fence(1, Assert::NOPRECEDE).unwrap();
+        assert_eq!(
+            (p.complete, p.barrier, p.next),
+            (false, true, Epoch::Fence { ops: false })
+        );
+        let p = idle.fence(1, Assert::NOSUCCEED).unwrap();
+        assert_eq!((p.complete, p.barrier, p.next), (true, true, Epoch::Idle));
+        let p = idle
+            .fence(1, Assert::NOSTORE | Assert::NOPUT | Assert::NOPRECEDE)
+            .unwrap();
+        assert!(!p.complete && p.barrier);
+        assert!(
+            idle.fence(1, Assert::NOCHECK).is_err(),
+            "not a fence assertion"
+        );
+        let open = Epoch::Fence { ops: false };
+        assert!(!open.fence(1, both).unwrap().barrier);
+        assert!(Epoch::Fence { ops: true }.fence(1, both).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! A window's whole synchronization state: the [`Epoch`] (fence / lock_all)
-//! and the per-target [`Locks`], with every rule that involves both.
+//! A window's whole synchronization state: the [`Epoch`] (fence / lock_all),
+//! the per-target [`Locks`], the targets `lock_all` has locked and the PSCW
+//! epochs ([`Pscw`]), with every rule that involves more than one of them.
 //!
 //! * `lock(r)` only outside `lock_all` and outside a fence epoch with
 //!   operations issued (after such a fence it closes the fence epoch, as
@@ -9,19 +10,57 @@
 //! * `flush(r)` needs `lock_all` or a held lock on `r`; `flush_all` needs
 //!   `lock_all` or at least one held lock.
 //! * `fence`, `lock_all` and `free` are refused while any lock is held (or
-//!   being acquired).
+//!   being acquired) or a PSCW epoch is open; `lock` is refused while a PSCW
+//!   epoch is open.
+//! * Inside `lock_all`, the first operation to a target takes a shared lock
+//!   on its lock word ([`Prepare::SharedLock`], not with NOCHECK);
+//!   `unlock_all` releases exactly the targets taken.
+//! * `start`/`post` are refused inside `lock_all`, with locks held or in a
+//!   fence epoch with operations; inside a start epoch an operation needs
+//!   its target in the group and that target's post ([`Prepare::AwaitPost`]).
+//!   Flushes are refused in PSCW epochs (they belong to passive target).
+
+use std::collections::HashSet;
 
 use super::locks::{Held, LockType, Locks};
-use super::{Assert, Epoch};
+use super::pscw::Pscw;
+use super::{Assert, Epoch, FencePlan};
 use crate::error::{Error, Result};
 
-/// Epoch plus per-target locks, kept behind the window's mutex.
+/// What an RMA operation to a rank needs before it is posted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prepare {
+    /// Nothing: post it.
+    Go,
+    /// Inside `lock_all`, first access to this target: take a shared lock
+    /// on its lock word first (then [`SyncState::lock_all_acquired`]).
+    SharedLock,
+    /// Inside a PSCW access epoch: wait for the target's post notification.
+    AwaitPost,
+}
+
+/// The targets `lock_all` has taken a shared lock on (lazily, at the first
+/// operation to each); only targets actually accessed have an entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockAllTargets {
+    /// `lock_all(NOCHECK)`: no lock word is touched.
+    pub nocheck: bool,
+    /// Targets whose lock word holds our shared lock.
+    pub acquired: HashSet<usize>,
+}
+
+/// Epoch plus per-target locks, `lock_all`'s targets and the PSCW epochs,
+/// kept behind the window's mutex.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncState {
     /// Fence / lock_all state.
     pub mode: Epoch,
     /// Per-target locks.
     pub locks: Locks,
+    /// Shared locks taken by the open `lock_all` epoch.
+    pub all: LockAllTargets,
+    /// Post/start/complete/wait epochs.
+    pub pscw: Pscw,
 }
 
 impl Default for SyncState {
@@ -29,6 +68,8 @@ impl Default for SyncState {
         SyncState {
             mode: Epoch::Idle,
             locks: Locks::default(),
+            all: LockAllTargets::default(),
+            pscw: Pscw::default(),
         }
     }
 }
@@ -43,15 +84,22 @@ impl SyncState {
         format!("while this process holds {n} per-target lock(s) (unlock them first)")
     }
 
-    /// Whether an RMA operation `op` to `rank` may be issued (no change).
-    pub fn may_issue(&self, window: u64, op: &'static str, rank: usize) -> Result<()> {
-        self.clone().issue(window, op, rank)
+    /// Refuses `op` while per-target locks are held or a PSCW epoch is open.
+    fn exclusive_mode(&self, window: u64, op: &'static str) -> Result<()> {
+        if !self.locks.is_empty() {
+            return Err(refuse(window, op, self.holding()));
+        }
+        if self.pscw.is_open() {
+            return Err(refuse(window, op, self.pscw.describe()));
+        }
+        Ok(())
     }
 
-    /// An RMA operation `op` to `rank` is about to be issued.
-    pub fn issue(&mut self, window: u64, op: &'static str, rank: usize) -> Result<()> {
+    /// Whether an RMA operation `op` to `rank` may be issued, and what it
+    /// needs first (no change).
+    pub fn may_issue(&self, window: u64, op: &'static str, rank: usize) -> Result<Prepare> {
         if self.locks.holds(rank) {
-            return Ok(());
+            return Ok(Prepare::Go);
         }
         if !self.locks.is_empty() {
             return Err(refuse(
@@ -62,7 +110,46 @@ impl SyncState {
                 ),
             ));
         }
-        self.mode.issue(window, op)
+        if self.pscw.access.is_some() {
+            return match self.pscw.issue(window, op, rank)? {
+                true => Ok(Prepare::Go),
+                false => Ok(Prepare::AwaitPost),
+            };
+        }
+        match self.mode {
+            Epoch::LockAll if self.all.nocheck || self.all.acquired.contains(&rank) => {
+                Ok(Prepare::Go)
+            }
+            Epoch::LockAll => Ok(Prepare::SharedLock),
+            Epoch::Fence { .. } => Ok(Prepare::Go),
+            Epoch::Idle => Err(self.mode.refuse(window, op)),
+        }
+    }
+
+    /// An RMA operation `op` to `rank` is about to be issued (its
+    /// preparation is done).
+    pub fn issue(&mut self, window: u64, op: &'static str, rank: usize) -> Result<()> {
+        match self.may_issue(window, op, rank)? {
+            Prepare::Go => {}
+            Prepare::SharedLock => {
+                return Err(refuse(
+                    window,
+                    op,
+                    format!("to rank {rank}: lock_all has not locked it yet"),
+                ))
+            }
+            Prepare::AwaitPost => {
+                return Err(refuse(
+                    window,
+                    op,
+                    format!("to rank {rank}: its post has not arrived yet"),
+                ))
+            }
+        }
+        if self.locks.is_empty() && self.pscw.access.is_none() {
+            self.mode.issue(window, op)?;
+        }
+        Ok(())
     }
 
     /// A flush of `rank` (`Some`) or of every target (`None`) is requested.
@@ -78,24 +165,39 @@ impl SyncState {
                 op,
                 format!("to rank {r}: it is not locked by this process"),
             )),
+            _ if self.pscw.is_open() => Err(refuse(
+                window,
+                op,
+                format!(
+                    "{} (flushes belong to passive-target epochs)",
+                    self.pscw.describe()
+                ),
+            )),
             _ => self.mode.flush(window, op),
         }
     }
 
-    /// A fence is about to synchronize; returns the epoch after it.
-    pub fn fence(&self, window: u64, assert: Assert) -> Result<Epoch> {
-        if !self.locks.is_empty() {
-            return Err(refuse(window, "fence", self.holding()));
-        }
+    /// A fence is about to synchronize: what it must do.
+    pub fn fence(&self, window: u64, assert: Assert) -> Result<FencePlan> {
+        self.exclusive_mode(window, "fence")?;
         self.mode.fence(window, assert)
     }
 
     /// `lock_all` is requested.
-    pub fn lock_all(&mut self, window: u64) -> Result<()> {
-        if !self.locks.is_empty() {
-            return Err(refuse(window, "lock_all", self.holding()));
-        }
-        self.mode.lock_all(window)
+    pub fn lock_all(&mut self, window: u64, nocheck: bool) -> Result<()> {
+        self.exclusive_mode(window, "lock_all")?;
+        self.mode.lock_all(window)?;
+        self.all = LockAllTargets {
+            nocheck,
+            acquired: HashSet::new(),
+        };
+        Ok(())
+    }
+
+    /// `lock_all` took its shared lock on `rank`; false if another thread
+    /// of this process already had (the caller releases its extra one).
+    pub fn lock_all_acquired(&mut self, rank: usize) -> bool {
+        self.mode == Epoch::LockAll && self.all.acquired.insert(rank)
     }
 
     /// `unlock_all` is requested (the caller flushes first).
@@ -103,12 +205,33 @@ impl SyncState {
         self.mode.unlock_all(window)
     }
 
+    /// `unlock_all` completed the operations: leaves the epoch and returns
+    /// the targets whose shared lock must be released.
+    pub fn end_unlock_all(&mut self) -> Vec<usize> {
+        self.mode = Epoch::Idle;
+        std::mem::take(&mut self.all).acquired.into_iter().collect()
+    }
+
     /// `free` is requested.
     pub fn free(&self, window: u64) -> Result<()> {
-        if !self.locks.is_empty() {
-            return Err(refuse(window, "free", self.holding()));
-        }
+        self.exclusive_mode(window, "free")?;
         self.mode.free(window)
+    }
+
+    /// `start` or `post` is requested: refused inside `lock_all`, with locks
+    /// held or in a fence epoch with operations; closes a fence epoch
+    /// without operations.
+    pub fn begin_pscw(&mut self, window: u64, op: &'static str) -> Result<()> {
+        if !self.locks.is_empty() {
+            return Err(refuse(window, op, self.holding()));
+        }
+        match self.mode {
+            Epoch::LockAll | Epoch::Fence { ops: true } => Err(self.mode.refuse(window, op)),
+            _ => {
+                self.mode = Epoch::Idle;
+                Ok(())
+            }
+        }
     }
 
     /// `lock(rank)` starts: records the target as being acquired.
@@ -119,6 +242,9 @@ impl SyncState {
         kind: LockType,
         nocheck: bool,
     ) -> Result<()> {
+        if self.pscw.is_open() {
+            return Err(refuse(window, "lock", self.pscw.describe()));
+        }
         match self.mode {
             Epoch::LockAll => {
                 return Err(refuse(
@@ -209,13 +335,13 @@ mod tests {
         s.flush(1, "flush_all", None).unwrap();
         assert!(s.flush(1, "flush", Some(0)).is_err());
         assert!(s.fence(1, Assert::NONE).is_err());
-        assert!(s.lock_all(1).is_err());
+        assert!(s.lock_all(1, false).is_err());
         assert!(s.free(1).is_err());
         s.end_unlock(1, 2).unwrap();
         assert!(s.end_unlock(1, 2).is_err(), "unlock twice");
         s.end_unlock(1, 3).unwrap();
         s.free(1).unwrap();
-        s.lock_all(1).unwrap();
+        s.lock_all(1, false).unwrap();
         let err = s
             .begin_lock(7, 5, LockType::Shared, false)
             .unwrap_err()
@@ -230,11 +356,64 @@ mod tests {
     fn lock_after_fence_without_ops() {
         let mut s = SyncState {
             mode: Epoch::Fence { ops: true },
-            locks: Locks::default(),
+            ..SyncState::default()
         };
         assert!(s.begin_lock(1, 0, LockType::Shared, false).is_err());
         s.mode = Epoch::Fence { ops: false };
         s.begin_lock(1, 0, LockType::Shared, false).unwrap();
+        assert_eq!(s.mode, Epoch::Idle);
+    }
+
+    #[test]
+    fn lock_all_lazy_targets() {
+        let mut s = SyncState::default();
+        s.lock_all(1, false).unwrap();
+        assert_eq!(s.may_issue(1, "put", 3).unwrap(), Prepare::SharedLock);
+        assert!(s.issue(1, "put", 3).is_err(), "not locked yet");
+        assert!(s.lock_all_acquired(3));
+        assert!(!s.lock_all_acquired(3), "second acquisition is extra");
+        s.issue(1, "put", 3).unwrap();
+        assert_eq!(s.end_unlock_all(), vec![3]);
+        assert_eq!(s.mode, Epoch::Idle);
+        s.lock_all(1, true).unwrap();
+        assert_eq!(s.may_issue(1, "get", 5).unwrap(), Prepare::Go, "NOCHECK");
+        assert!(s.end_unlock_all().is_empty());
+    }
+
+    #[test]
+    fn pscw_rules() {
+        let mut s = SyncState::default();
+        s.begin_pscw(1, "start").unwrap();
+        s.pscw.start(1, vec![1, 2], false).unwrap();
+        assert_eq!(s.may_issue(1, "put", 1).unwrap(), Prepare::AwaitPost);
+        let e = s.may_issue(1, "put", 0).unwrap_err().to_string();
+        assert!(e.contains("rank 0") && e.contains("access group"), "{e}");
+        for refused in [
+            s.fence(1, Assert::NONE).map(|_| ()),
+            s.clone().lock_all(1, false),
+            s.free(1),
+            s.clone().begin_lock(1, 1, LockType::Shared, false),
+            s.flush(1, "flush_all", None),
+        ] {
+            let e = refused.unwrap_err().to_string();
+            assert!(e.contains("start epoch"), "{e}");
+        }
+        s.pscw.post_arrived(1);
+        assert!(s.pscw.take_post(1));
+        s.issue(1, "put", 1).unwrap();
+        assert_eq!(
+            s.mode,
+            Epoch::Idle,
+            "PSCW operations are not fence operations"
+        );
+        s.pscw.end_complete();
+        s.lock_all(1, false).unwrap();
+        assert!(s.begin_pscw(1, "post").is_err(), "post inside lock_all");
+        s.end_unlock_all();
+        s.mode = Epoch::Fence { ops: true };
+        assert!(s.begin_pscw(1, "start").is_err(), "start after fence ops");
+        s.mode = Epoch::Fence { ops: false };
+        s.begin_pscw(1, "post").unwrap();
         assert_eq!(s.mode, Epoch::Idle);
     }
 }

@@ -114,7 +114,7 @@ impl<T: Element> Window<'_, T> {
         if sum.is_none() || cas.is_none() {
             return Err(Error::Unsupported(format!(
                 "window {}: lock of rank {rank}: provider {} offers no 64-bit fetch-add and \
-                 compare-and-swap (use Assert::NOCHECK or lock_all)",
+                 compare-and-swap (use Assert::NOCHECK)",
                 self.id,
                 self.world.provider()
             )));
@@ -131,7 +131,7 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
-    fn acquire(&self, rank: usize, kind: LockType) -> Result<()> {
+    pub(super) fn acquire(&self, rank: usize, kind: LockType) -> Result<()> {
         self.check_lock_atomics(rank)?;
         let at = self.lock_word(rank)?;
         let id = self.id;
@@ -235,12 +235,29 @@ impl<T: Element> Window<'_, T> {
         if held.nocheck {
             return Ok(());
         }
+        self.release_word(rank, held.kind)
+    }
+
+    /// Gives back a lock of `kind` held on `rank`'s lock word.
+    pub(super) fn release_word(&self, rank: usize, kind: LockType) -> Result<()> {
         let at = self.lock_word(rank)?;
-        let delta = match held.kind {
+        let delta = match kind {
             LockType::Shared => READER,
             LockType::Exclusive => WRITER | HELD,
         };
         self.word_add(rank, at, delta.wrapping_neg())?;
+        Ok(())
+    }
+
+    /// `lock_all`'s shared lock on `rank`, taken at the first operation to
+    /// it (as MPICH does): one fetch-add when no writer is announced.
+    pub(super) fn lock_all_target(&self, rank: usize) -> Result<()> {
+        self.acquire(rank, LockType::Shared)?;
+        if !self.epoch()?.lock_all_acquired(rank) {
+            // Another thread of this process took it meanwhile (or the epoch
+            // ended): ours is one too many.
+            self.release_word(rank, LockType::Shared)?;
+        }
         Ok(())
     }
 }

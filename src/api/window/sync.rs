@@ -1,11 +1,13 @@
 //! Completing operations and the active/passive synchronization calls:
-//! flush family, `lock_all`/`unlock_all`, `fence`, `free`.
+//! flush family, `lock_all`/`unlock_all`, `fence`, `sync`, `free`
+//! (post/start/complete/wait are in `pscw.rs`, lock/unlock in `lock.rs`).
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 
 use super::Window;
 use crate::api::element::Element;
-use crate::epoch::{Assert, Epoch};
+use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
 use crate::window::directory::{self, MAGIC};
 
@@ -90,27 +92,76 @@ impl<T: Element> Window<'_, T> {
         self.complete_local()
     }
 
-    /// Opens a passive-target epoch to every rank (shared lock).
+    /// Opens a passive-target epoch to every rank: `lock_all_with(Assert::NONE)`.
     pub fn lock_all(&self) -> Result<()> {
-        self.epoch()?.lock_all(self.id)
+        self.lock_all_with(Assert::NONE)
     }
 
-    /// Completes every operation and closes the `lock_all` epoch.
+    /// Opens a passive-target epoch to every rank (MPI_Win_lock_all): a
+    /// shared lock on each target, taken at the first operation to it (one
+    /// fetch-add on its lock word), so it excludes other processes'
+    /// exclusive locks on the targets it accesses. With `Assert::NOCHECK`
+    /// (no conflicting lock exists) no lock word is touched.
+    pub fn lock_all_with(&self, assert: Assert) -> Result<()> {
+        if assert.0 & !Assert::NOCHECK.0 != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "window {}: lock_all accepts only Assert::NOCHECK, got {:#x}",
+                self.id, assert.0
+            )));
+        }
+        self.epoch()?
+            .lock_all(self.id, assert.contains(Assert::NOCHECK))
+    }
+
+    /// Completes every operation, releases the shared locks `lock_all` took
+    /// and closes the epoch. Every lock is released even if one release
+    /// fails; the first error is returned.
     pub fn unlock_all(&self) -> Result<()> {
         self.epoch()?.unlock_all(self.id)?;
-        self.complete_all()?;
-        self.epoch()?.mode = Epoch::Idle;
-        Ok(())
+        let done = self.complete_all();
+        let targets = self.epoch()?.end_unlock_all();
+        let mut first = done.err();
+        for t in targets {
+            if let Err(e) = self.release_word(t, LockType::Shared) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// Active-target synchronization (collective): completes every
     /// operation of the closing epoch everywhere and opens the next one
-    /// (unless `Assert::NOSUCCEED`).
+    /// (unless `Assert::NOSUCCEED`). Assertions (MPI's meaning, must be the
+    /// same on every process for NOPRECEDE and NOSUCCEED):
+    /// `NOPRECEDE` nothing to complete (refused if this process issued
+    /// operations since the last fence), so only the barrier is done;
+    /// with `NOSUCCEED` too the fence sends nothing at all; `NOSTORE` and
+    /// `NOPUT` are accepted (see docs/semantics.md, "Fence").
     pub fn fence(&self, assert: Assert) -> Result<()> {
-        let next = self.epoch()?.fence(self.id, assert)?;
-        self.complete_all()?;
-        self.world.barrier()?;
-        self.epoch()?.mode = next;
+        let plan = self.epoch()?.fence(self.id, assert)?;
+        if plan.complete {
+            self.complete_all()?;
+        }
+        if plan.barrier {
+            self.world.barrier()?;
+        }
+        // Local loads and stores before the fence stay before it.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.epoch()?.mode = plan.next;
+        Ok(())
+    }
+
+    /// MPI_Win_sync: makes the updates peers applied to the local window
+    /// visible to this process's loads, and this process's stores visible
+    /// to later remote reads (a full memory barrier after driving the
+    /// provider once, so a provider that applies incoming data in software
+    /// does so even with `ONESIDED_PROGRESS=manual`). Allowed in any epoch;
+    /// it neither opens nor closes one and completes no operation.
+    pub fn sync(&self) -> Result<()> {
+        self.alive("sync")?;
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.world.transport().progress()?;
+        std::sync::atomic::fence(Ordering::SeqCst);
         Ok(())
     }
 

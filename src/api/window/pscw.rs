@@ -1,0 +1,237 @@
+//! Generalized active-target synchronization (MPI_Win_post / start /
+//! complete / wait / test). The state machine is `epoch::pscw`; the design
+//! and why a counter suffices for completion are in docs/semantics.md
+//! ("Post/start/complete/wait").
+//!
+//! * Completion: an origin's `complete` completes its operations at every
+//!   target of the group (as `flush`), then adds 1 to the target's
+//!   COMPLETE_WORD (word 11 of the window's descriptor) with a provider
+//!   fetch-add; the target's `wait` waits until the word reaches the
+//!   cumulative number of origins it exposed the window to.
+//! * Post notification: a target's `post` must tell each origin *which*
+//!   target posted (a later epoch's target may post early), so it is a
+//!   message per origin. Until the active-message layer is available, only
+//!   `Assert::NOCHECK` (matching post/start are known to have happened, e.g.
+//!   across a barrier) is supported; without it `post`/`start` return
+//!   `Error::Unsupported` and change nothing.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::Window;
+use crate::api::element::Element;
+use crate::epoch::pscw::normalize;
+use crate::epoch::Assert;
+use crate::error::{Error, Result};
+use crate::transport::{AtomicOp, RemoteAddr};
+use crate::window::directory;
+
+const FIRST_SLEEP: Duration = Duration::from_micros(1);
+const MAX_SLEEP: Duration = Duration::from_micros(200);
+
+impl<T: Element> Window<'_, T> {
+    fn check_group(&self, op: &'static str, group: &[usize]) -> Result<Vec<usize>> {
+        for &r in group {
+            self.check_rank(r)?;
+        }
+        normalize(self.id, op, group)
+    }
+
+    fn check_asserts(&self, op: &'static str, assert: Assert, allowed: Assert) -> Result<()> {
+        let bad = assert.0 & !allowed.0;
+        if bad != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "window {}: {op}: assertion bits {bad:#x} are not allowed here",
+                self.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Post notifications need the active-message layer (not yet here).
+    fn post_messages(&self, op: &'static str) -> Result<()> {
+        Err(Error::Unsupported(format!(
+            "window {}: {op} without Assert::NOCHECK needs post notifications, which need \
+             the active-message layer (not in this build); give NOCHECK on post and start \
+             when the matching calls are known to have happened",
+            self.id
+        )))
+    }
+
+    /// Opens an exposure epoch for the origins in `group` (MPI_Win_post):
+    /// they may access this window until [`Window::wait`] (or a successful
+    /// [`Window::test`]) returns. Assertions: `NOCHECK` (the matching
+    /// `start` calls use NOCHECK too; no notification is sent), `NOSTORE`,
+    /// `NOPUT` (accepted, change nothing).
+    pub fn post(&self, group: &[usize], assert: Assert) -> Result<()> {
+        self.alive("post")?;
+        self.check_asserts(
+            "post",
+            assert,
+            Assert::NOCHECK | Assert::NOSTORE | Assert::NOPUT,
+        )?;
+        let group = self.check_group("post", group)?;
+        let nocheck = assert.contains(Assert::NOCHECK);
+        if !nocheck {
+            self.post_messages("post")?;
+        }
+        let mut state = self.epoch()?;
+        state.begin_pscw(self.id, "post")?;
+        state.pscw.post(self.id, group)?;
+        drop(state);
+        // Local stores before the post are visible to the origins' accesses.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Opens an access epoch to the targets in `group` (MPI_Win_start):
+    /// operations to them are allowed until [`Window::complete`]; an
+    /// operation to a target waits for its post. `NOCHECK`: the matching
+    /// posts have happened already.
+    pub fn start(&self, group: &[usize], assert: Assert) -> Result<()> {
+        self.alive("start")?;
+        self.check_asserts("start", assert, Assert::NOCHECK)?;
+        let group = self.check_group("start", group)?;
+        let nocheck = assert.contains(Assert::NOCHECK);
+        if !nocheck {
+            self.post_messages("start")?;
+        }
+        let mut state = self.epoch()?;
+        state.begin_pscw(self.id, "start")?;
+        state.pscw.start(self.id, group, nocheck)
+    }
+
+    /// Waits until the post notification of `rank` for the open access
+    /// epoch has arrived.
+    pub(super) fn await_post(&self, op: &'static str, rank: usize) -> Result<()> {
+        let id = self.id;
+        self.poll_until(|| Ok(self.epoch()?.pscw.take_post(rank)), &|| {
+            format!("{op} of window {id}: waiting for the post of rank {rank}")
+        })
+    }
+
+    /// Drives progress with bounded backoff until `done` is true or the
+    /// configured timeout passes.
+    fn poll_until(
+        &self,
+        mut done: impl FnMut() -> Result<bool>,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let mut sleep = FIRST_SLEEP;
+        let t = self.world.transport();
+        loop {
+            if done()? {
+                return Ok(());
+            }
+            if let Some(limit) = self.world.config.timeout {
+                if start.elapsed() > limit {
+                    return Err(Error::Timeout {
+                        what: what(),
+                        seconds: limit.as_secs(),
+                    });
+                }
+            }
+            t.progress()?;
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(MAX_SLEEP);
+        }
+    }
+
+    fn complete_word(&self, rank: usize) -> Result<RemoteAddr> {
+        let ctrl = self.world.control(rank)?;
+        let off = directory::entry_offset(self.slot) + directory::COMPLETE_WORD;
+        Ok(RemoteAddr {
+            addr: ctrl.addr + off as u64,
+            key: ctrl.key,
+        })
+    }
+
+    /// Closes the access epoch (MPI_Win_complete): completes every operation
+    /// at its target, then tells each target of the group (one fetch-add on
+    /// its complete counter; after its post, unless NOCHECK). The epoch is
+    /// closed even if this fails.
+    pub fn complete(&self) -> Result<()> {
+        let access = self.epoch()?.pscw.check_complete(self.id)?.clone();
+        let done = self.complete_access(&access.group, access.nocheck);
+        self.epoch()?.pscw.end_complete();
+        done
+    }
+
+    fn complete_access(&self, group: &[usize], nocheck: bool) -> Result<()> {
+        if !nocheck {
+            for &t in group {
+                self.await_post("complete", t)?;
+            }
+        }
+        self.complete_local()?;
+        for &t in group {
+            self.complete_remote(t)?;
+        }
+        let add = AtomicOp {
+            op: libfabric_sys::FI_SUM,
+            datatype: libfabric_sys::FI_UINT64,
+            count: 1,
+        };
+        for &t in group {
+            let at = self.complete_word(t)?;
+            let mut old = [0u8; 8];
+            self.world
+                .transport()
+                .fetch_atomic(t, add, &1u64.to_ne_bytes(), &mut old, at)?;
+        }
+        Ok(())
+    }
+
+    /// Our complete counter: how many origins have completed so far.
+    fn completions(&self) -> Result<u64> {
+        let off = directory::entry_offset(self.slot) + directory::COMPLETE_WORD;
+        self.world.control_memory().load_u64(off)
+    }
+
+    /// Checks the counter against the exposure epoch's target; `Ok(true)`
+    /// closes the epoch.
+    fn exposure_done(&self, until: u64) -> Result<bool> {
+        let n = self.completions()?;
+        if n < until {
+            return Ok(false);
+        }
+        self.epoch()?.pscw.end_wait();
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if n > until {
+            return Err(Error::Epoch {
+                window: self.id,
+                op: "wait",
+                state: format!(
+                    "after {n} completions for {until} origins exposed to so far: some \
+                     origin completed an access epoch this process never posted \
+                     (start with NOCHECK but no matching post?)"
+                ),
+            });
+        }
+        Ok(true)
+    }
+
+    /// Closes the exposure epoch (MPI_Win_wait): returns once every origin
+    /// of the `post` group has called `complete`, so all their operations
+    /// on this window are applied.
+    pub fn wait(&self) -> Result<()> {
+        let until = self.epoch()?.pscw.check_wait(self.id, "wait")?;
+        let id = self.id;
+        self.poll_until(|| self.exposure_done(until), &|| {
+            format!("wait of window {id}: waiting for the origins to complete")
+        })
+    }
+
+    /// Non-blocking [`Window::wait`] (MPI_Win_test): `Ok(true)` (and the
+    /// exposure epoch is closed) once every origin completed, else
+    /// `Ok(false)` after driving progress once.
+    pub fn test(&self) -> Result<bool> {
+        let until = self.epoch()?.pscw.check_wait(self.id, "test")?;
+        if self.exposure_done(until)? {
+            return Ok(true);
+        }
+        self.world.transport().progress()?;
+        self.exposure_done(until)
+    }
+}
