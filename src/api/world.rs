@@ -31,6 +31,9 @@ pub struct WorldStats {
     pub transport: crate::transport::TransportStats,
     /// The active-message layer's counters (protocol errors, requests).
     pub active_messages: AmStats,
+    /// Barriers entered so far (`World::barrier`, fences that synchronize,
+    /// window creation and free).
+    pub barriers: u64,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -181,6 +184,7 @@ impl World {
             control_region_bytes: self.ctrl.len(),
             transport: self.transport.stats(),
             active_messages: self.am.stats(),
+            barriers: self.barrier_epoch.lock().map(|e| *e).unwrap_or(0),
         }
     }
 

@@ -1,0 +1,308 @@
+//! Multi-process tests of the synchronization modes beyond per-target locks:
+//! fence assertions, lock_all taking shared locks, `sync`, and
+//! post/start/complete/wait/test with overlapping groups; plus the epoch
+//! misuse cases of each. Real processes and providers (tests/common);
+//! nothing synchronizes by sleeping.
+
+#[macro_use]
+mod common;
+
+use onesided::{Assert, Error, LockType, Window, World};
+
+fn epoch_err(r: Result<(), Error>, op: &str) {
+    match r {
+        Err(e @ Error::Epoch { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("window ") && msg.contains(op), "{msg}");
+        }
+        other => panic!("{op}: expected an epoch error, got {other:?}"),
+    }
+}
+
+fn arg_err(r: Result<(), Error>, what: &str) {
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "{what}: expected InvalidArgument, got {r:?}"
+    );
+}
+
+// ---- fence assertions ------------------------------------------------------
+
+/// NOPRECEDE | NOSUCCEED sends nothing (no barrier, counted by
+/// `WorldStats::barriers`); NOPRECEDE alone still barriers; NOPRECEDE after
+/// operations is refused; a fence epoch with NOSTORE/NOPUT moves the data.
+fn fence_assertions() {
+    let world = World::init().expect("init");
+    let (rank, p) = (world.rank(), world.size());
+    let mut win = Window::<u64>::allocate(&world, p).expect("allocate");
+    let barriers = || world.stats().barriers;
+    let b0 = barriers();
+    for _ in 0..100 {
+        win.fence(Assert::NOPRECEDE | Assert::NOSUCCEED)
+            .expect("empty fence");
+    }
+    assert_eq!(
+        barriers(),
+        b0,
+        "fence(NOPRECEDE|NOSUCCEED) must not barrier"
+    );
+    epoch_err(win.put(0, 0, &[1]), "put"); // NOSUCCEED opened no epoch
+    win.fence(Assert::NOPRECEDE).expect("opening fence");
+    assert_eq!(barriers(), b0 + 1, "a fence opening an epoch barriers");
+    for round in 1..=5u64 {
+        let to = (rank + round as usize) % p;
+        win.put(to, rank, &[round * 100 + rank as u64])
+            .expect("put");
+        epoch_err(win.fence(Assert::NOPRECEDE), "fence(NOPRECEDE)");
+        win.fence(Assert::NOSTORE | Assert::NOPUT)
+            .expect("fence NOSTORE|NOPUT");
+        let from = (rank + p - round as usize % p) % p;
+        let got = win.local_to_vec().expect("read")[from];
+        assert_eq!(got, round * 100 + from as u64, "round {round}");
+    }
+    // An open epoch without operations closed by an empty fence: no barrier.
+    let b1 = barriers();
+    win.fence(Assert::NOPRECEDE | Assert::NOSUCCEED)
+        .expect("closing fence");
+    assert_eq!(barriers(), b1);
+    arg_err(win.fence(Assert::NOCHECK), "fence(NOCHECK)");
+    arg_err(win.lock_all_with(Assert::NOPUT), "lock_all(NOPUT)");
+    win.fence(Assert::NOSUCCEED).expect("fence NOSUCCEED");
+    win.free().expect("free");
+}
+
+// ---- lock_all takes shared locks -------------------------------------------
+
+/// With `ONESIDED_TIMEOUT=1`: while rank 1 holds an exclusive lock on rank
+/// 0, every other rank's access to rank 0 inside `lock_all` times out (and
+/// the epoch can still be closed); while rank 0 accesses rank 1 inside
+/// `lock_all`, rank 1's exclusive lock of itself times out; `lock_all(NOCHECK)`
+/// ignores the lock word.
+fn lock_all_excludes() {
+    std::env::set_var("ONESIDED_TIMEOUT", "1");
+    let world = World::init().expect("init");
+    let rank = world.rank();
+    let mut win = Window::<u64>::allocate(&world, 2).expect("allocate");
+    let timed_out = |r: Result<(), Error>, what: &str| match r {
+        Err(Error::Timeout { .. }) => {}
+        other => panic!("{what}: expected a timeout, got {other:?}"),
+    };
+    // Exclusive lock first, lock_all second.
+    if rank == 1 {
+        win.lock(0, LockType::Exclusive, Assert::NONE)
+            .expect("lock");
+    }
+    world.barrier().expect("barrier");
+    if rank != 1 {
+        win.lock_all().expect("lock_all");
+        let mut v = [0u64];
+        timed_out(win.get(0, 0, &mut v), "get under lock_all");
+        win.unlock_all().expect("unlock_all");
+        win.lock_all_with(Assert::NOCHECK)
+            .expect("lock_all NOCHECK");
+        win.get(0, 0, &mut v).expect("get under lock_all(NOCHECK)");
+        win.unlock_all().expect("unlock_all");
+    }
+    world.barrier().expect("barrier");
+    if rank == 1 {
+        win.unlock(0).expect("unlock");
+    }
+    // lock_all first, exclusive lock second.
+    if rank == 0 {
+        win.lock_all().expect("lock_all");
+        win.put(1, 0, &[5]).expect("put");
+    }
+    world.barrier().expect("barrier");
+    if rank == 1 {
+        timed_out(
+            win.lock(1, LockType::Exclusive, Assert::NONE),
+            "exclusive lock while lock_all holds",
+        );
+    }
+    world.barrier().expect("barrier");
+    if rank == 0 {
+        win.unlock_all().expect("unlock_all");
+    }
+    world.barrier().expect("barrier");
+    if rank == 1 {
+        // unlock_all released the shared lock.
+        win.lock(1, LockType::Exclusive, Assert::NONE)
+            .expect("lock after unlock_all");
+        let mut v = [0u64];
+        win.get(1, 0, &mut v).expect("get");
+        assert_eq!(v[0], 5);
+        win.unlock(1).expect("unlock");
+    }
+    win.free().expect("free");
+}
+
+/// Rank 0 writes a pair of words of the last rank under an exclusive lock,
+/// one word at a time with a flush between; the others read the pair inside
+/// `lock_all` and must never see it torn.
+fn lock_all_readers() {
+    let world = World::init().expect("init");
+    let (rank, p) = (world.rank(), world.size());
+    let target = p - 1;
+    let mut win = Window::<u64>::allocate(&world, 2).expect("allocate");
+    for i in 1..=40u64 {
+        if rank == 0 {
+            win.lock(target, LockType::Exclusive, Assert::NONE)
+                .expect("lock");
+            win.put(target, 0, &[i]).expect("put");
+            win.flush(target).expect("flush");
+            win.put(target, 1, &[i]).expect("put");
+            win.unlock(target).expect("unlock");
+        } else {
+            win.lock_all().expect("lock_all");
+            let mut pair = [0u64; 2];
+            win.get(target, 0, &mut pair).expect("get");
+            win.unlock_all().expect("unlock_all");
+            assert_eq!(pair[0], pair[1], "torn pair under lock_all");
+        }
+    }
+    win.free().expect("free");
+}
+
+// ---- sync ------------------------------------------------------------------
+
+/// With `ONESIDED_PROGRESS=manual`: rank 1 polls its own window with
+/// `sync` + local loads until rank 0's put arrives; only `sync` drives the
+/// provider in rank 1 meanwhile, so the data (and rank 0's flush) depend on it.
+fn sync_polling() {
+    std::env::set_var("ONESIDED_PROGRESS", "manual");
+    let world = World::init().expect("init");
+    let rank = world.rank();
+    let mut win = Window::<u64>::allocate(&world, 1).expect("allocate");
+    win.sync().expect("sync outside an epoch");
+    if rank == 0 {
+        win.lock_all().expect("lock_all");
+        win.put(1, 0, &[42]).expect("put");
+        win.flush(1).expect("flush");
+        win.sync().expect("sync inside lock_all");
+        win.unlock_all().expect("unlock_all");
+    } else if rank == 1 {
+        let start = std::time::Instant::now();
+        loop {
+            win.sync().expect("sync");
+            if win.local_to_vec().expect("read")[0] == 42 {
+                break;
+            }
+            assert!(
+                start.elapsed().as_secs() < 30,
+                "the put never became visible through sync"
+            );
+        }
+    }
+    world.barrier().expect("barrier");
+    win.free().expect("free");
+}
+
+// ---- post/start/complete/wait/test -----------------------------------------
+
+const PSCW_ROUNDS: u64 = 20;
+
+/// Each rank is the origin of ranks r+1 and r+2 and the target of r−1 and
+/// r−2 (overlapping groups; with 2 ranks a rank is its own target). Per
+/// round: post to the origins, barrier (so NOCHECK holds), start to the
+/// targets, put into its slot and accumulate a count at each target,
+/// complete, then wait (even rounds) or test until true (odd rounds), and
+/// check every slot and the count.
+fn pscw_overlapping() {
+    let world = World::init().expect("init");
+    let (rank, p) = (world.rank(), world.size());
+    let mut win = Window::<u64>::allocate(&world, p + 1).expect("allocate");
+    let group = |sign: isize| -> Vec<usize> {
+        let mut g: Vec<usize> = [1isize, 2]
+            .iter()
+            .map(|d| (rank as isize + sign * d).rem_euclid(p as isize) as usize)
+            .collect();
+        g.sort_unstable();
+        g.dedup();
+        g
+    };
+    let (targets, origins) = (group(1), group(-1));
+    for round in 1..=PSCW_ROUNDS {
+        win.post(&origins, Assert::NOCHECK).expect("post");
+        world.barrier().expect("barrier");
+        win.start(&targets, Assert::NOCHECK).expect("start");
+        for &t in &targets {
+            win.put(t, rank, &[round * 1000 + rank as u64])
+                .expect("put");
+            win.accumulate(t, p, &[1], onesided::Op::Sum)
+                .expect("accumulate");
+        }
+        win.complete().expect("complete");
+        if round % 2 == 0 {
+            win.wait().expect("wait");
+        } else {
+            while !win.test().expect("test") {}
+        }
+        let local = win.local_to_vec().expect("read");
+        for &o in &origins {
+            assert_eq!(local[o], round * 1000 + o as u64, "round {round} from {o}");
+        }
+        assert_eq!(local[p], round * origins.len() as u64, "round {round}");
+    }
+    win.free().expect("free");
+}
+
+/// Every PSCW misuse returns an error and leaves the window usable.
+fn pscw_misuse() {
+    let world = World::init().expect("init");
+    let (rank, p) = (world.rank(), world.size());
+    let peer = (rank + 1) % p;
+    let mut win = Window::<u64>::allocate(&world, 2).expect("allocate");
+    epoch_err(win.complete(), "complete");
+    epoch_err(win.wait(), "wait");
+    epoch_err(win.test().map(|_| ()), "test");
+    assert!(matches!(
+        win.start(&[p], Assert::NOCHECK),
+        Err(Error::InvalidRank { .. })
+    ));
+    arg_err(win.start(&[peer, peer], Assert::NOCHECK), "duplicate rank");
+    arg_err(win.post(&[peer], Assert::NOPRECEDE), "post(NOPRECEDE)");
+    assert!(
+        matches!(win.post(&[peer], Assert::NONE), Err(Error::Unsupported(_))),
+        "post without NOCHECK needs active messages"
+    );
+    win.post(&[], Assert::NOCHECK).expect("post to nobody");
+    assert!(win.test().expect("test"), "nobody to wait for");
+    win.post(&[rank], Assert::NOCHECK).expect("post to self");
+    epoch_err(win.post(&[], Assert::NOCHECK), "post");
+    win.start(&[rank], Assert::NOCHECK).expect("start self");
+    epoch_err(win.start(&[rank], Assert::NOCHECK), "start");
+    if p > 1 {
+        epoch_err(win.put(peer, 0, &[1]), "put"); // outside the access group
+    }
+    epoch_err(win.fence(Assert::NONE), "fence");
+    epoch_err(win.lock_all(), "lock_all");
+    epoch_err(win.lock(rank, LockType::Shared, Assert::NONE), "lock");
+    epoch_err(win.flush_all(), "flush_all");
+    epoch_err(win.free(), "free");
+    win.complete().expect("complete");
+    epoch_err(win.free(), "free"); // the exposure epoch is still open
+    win.wait().expect("wait for oneself");
+    // After a fence epoch with operations, PSCW must wait for the next fence.
+    win.fence(Assert::NONE).expect("fence");
+    win.put(rank, 0, &[1]).expect("put");
+    epoch_err(win.start(&[rank], Assert::NOCHECK), "start");
+    epoch_err(win.post(&[rank], Assert::NOCHECK), "post");
+    win.fence(Assert::NOSUCCEED).expect("fence");
+    win.free().expect("free");
+}
+
+spmd_test!(fence_assertions_skip_work, &[2, 4], fence_assertions);
+spmd_test!(lock_all_excludes_exclusive_lock, &[2, 3], lock_all_excludes);
+spmd_test!(lock_all_readers_see_no_torn_pair, &[4], lock_all_readers);
+spmd_test!(
+    sync_makes_puts_visible_to_local_loads,
+    jobs = common::matrix_one_provider(&[2]),
+    sync_polling
+);
+spmd_test!(pscw_overlapping_groups, &[2, 4], pscw_overlapping);
+spmd_test!(
+    pscw_overlapping_groups_8,
+    jobs = common::matrix_one_provider(&[8]),
+    pscw_overlapping
+);
+spmd_test!(pscw_misuse_is_refused, &[2], pscw_misuse);
