@@ -261,3 +261,8 @@ spmd_test!(shared_readers_exclusive_writer, &[2, 4], readers_writers);
 spmd_test!(self_lock_and_many_targets, &[2, 4], self_and_many);
 spmd_test!(nocheck_lock, &[2, 4], nocheck);
 spmd_test!(lock_misuse_is_refused, &[2, 4], misuse);
+spmd_test!(
+    exclusive_lock_contention_8,
+    jobs = common::matrix_one_provider(&[8]),
+    contention
+);
