@@ -12,15 +12,17 @@
 //! * `fence`, `lock_all` and `free` are refused while any lock is held (or
 //!   being acquired) or a PSCW epoch is open; `lock` is refused while a PSCW
 //!   epoch is open.
-//! * Inside `lock_all`, the first operation to a target takes a shared lock
-//!   on its lock word ([`Prepare::SharedLock`], not with NOCHECK);
-//!   `unlock_all` releases exactly the targets taken.
+//! * Inside `lock_all`, the first operation to a target `r` takes shared
+//!   locks on every rank ≤ `r` not yet taken, in ascending rank order
+//!   ([`Prepare::SharedLock`], not with NOCHECK), so the taken targets are
+//!   always a prefix `0..=upto` and no process ever waits for a lock while
+//!   holding a higher one (see docs/semantics.md: taking them in access
+//!   order can deadlock with a process holding several exclusive locks);
+//!   `unlock_all` releases exactly the prefix taken.
 //! * `start`/`post` are refused inside `lock_all`, with locks held or in a
 //!   fence epoch with operations; inside a start epoch an operation needs
 //!   its target in the group and that target's post ([`Prepare::AwaitPost`]).
 //!   Flushes are refused in PSCW epochs (they belong to passive target).
-
-use std::collections::HashSet;
 
 use super::locks::{Held, LockType, Locks};
 use super::pscw::Pscw;
@@ -32,21 +34,35 @@ use crate::error::{Error, Result};
 pub enum Prepare {
     /// Nothing: post it.
     Go,
-    /// Inside `lock_all`, first access to this target: take a shared lock
-    /// on its lock word first (then [`SyncState::lock_all_acquired`]).
+    /// Inside `lock_all`, first access to this target: take shared locks on
+    /// the ranks from [`LockAllTargets::next`] up to it, in ascending order
+    /// (each then recorded by [`SyncState::lock_all_acquired`]).
     SharedLock,
     /// Inside a PSCW access epoch: wait for the target's post notification.
     AwaitPost,
 }
 
-/// The targets `lock_all` has taken a shared lock on (lazily, at the first
-/// operation to each); only targets actually accessed have an entry.
+/// The targets `lock_all` has taken a shared lock on: always the prefix
+/// `0..=upto` of the ranks (one number, whatever the job size).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockAllTargets {
     /// `lock_all(NOCHECK)`: no lock word is touched.
     pub nocheck: bool,
-    /// Targets whose lock word holds our shared lock.
-    pub acquired: HashSet<usize>,
+    /// Highest rank whose lock word holds our shared lock (all lower ones
+    /// do too); `None` before the first operation.
+    pub upto: Option<usize>,
+}
+
+impl LockAllTargets {
+    /// The first rank not yet locked.
+    pub fn next(&self) -> usize {
+        self.upto.map_or(0, |u| u + 1)
+    }
+
+    /// Whether `rank`'s shared lock is held.
+    pub fn holds(&self, rank: usize) -> bool {
+        self.upto.is_some_and(|u| rank <= u)
+    }
 }
 
 /// Epoch plus per-target locks, `lock_all`'s targets and the PSCW epochs,
@@ -117,9 +133,7 @@ impl SyncState {
             };
         }
         match self.mode {
-            Epoch::LockAll if self.all.nocheck || self.all.acquired.contains(&rank) => {
-                Ok(Prepare::Go)
-            }
+            Epoch::LockAll if self.all.nocheck || self.all.holds(rank) => Ok(Prepare::Go),
             Epoch::LockAll => Ok(Prepare::SharedLock),
             Epoch::Fence { .. } => Ok(Prepare::Go),
             Epoch::Idle => Err(self.mode.refuse(window, op)),
@@ -189,15 +203,20 @@ impl SyncState {
         self.mode.lock_all(window)?;
         self.all = LockAllTargets {
             nocheck,
-            acquired: HashSet::new(),
+            upto: None,
         };
         Ok(())
     }
 
-    /// `lock_all` took its shared lock on `rank`; false if another thread
-    /// of this process already had (the caller releases its extra one).
+    /// `lock_all` took its shared lock on `rank` (the next in order);
+    /// false if it is not the next one any more (another thread of this
+    /// process took it, or the epoch ended): the caller releases its extra one.
     pub fn lock_all_acquired(&mut self, rank: usize) -> bool {
-        self.mode == Epoch::LockAll && self.all.acquired.insert(rank)
+        if self.mode != Epoch::LockAll || self.all.next() != rank {
+            return false;
+        }
+        self.all.upto = Some(rank);
+        true
     }
 
     /// `unlock_all` is requested (the caller flushes first).
@@ -206,10 +225,10 @@ impl SyncState {
     }
 
     /// `unlock_all` completed the operations: leaves the epoch and returns
-    /// the targets whose shared lock must be released.
-    pub fn end_unlock_all(&mut self) -> Vec<usize> {
+    /// the number of targets (ranks `0..n`) whose shared lock must be released.
+    pub fn end_unlock_all(&mut self) -> usize {
         self.mode = Epoch::Idle;
-        std::mem::take(&mut self.all).acquired.into_iter().collect()
+        std::mem::take(&mut self.all).next()
     }
 
     /// `free` is requested.
@@ -368,16 +387,23 @@ mod tests {
     fn lock_all_lazy_targets() {
         let mut s = SyncState::default();
         s.lock_all(1, false).unwrap();
+        assert_eq!(s.may_issue(1, "put", 2).unwrap(), Prepare::SharedLock);
+        assert!(s.issue(1, "put", 2).is_err(), "not locked yet");
+        assert!(!s.lock_all_acquired(2), "out of order");
+        for r in 0..=2 {
+            assert!(s.lock_all_acquired(r));
+        }
+        assert!(!s.lock_all_acquired(2), "second acquisition is extra");
+        s.issue(1, "put", 2).unwrap();
+        s.issue(1, "put", 0).unwrap();
         assert_eq!(s.may_issue(1, "put", 3).unwrap(), Prepare::SharedLock);
-        assert!(s.issue(1, "put", 3).is_err(), "not locked yet");
-        assert!(s.lock_all_acquired(3));
-        assert!(!s.lock_all_acquired(3), "second acquisition is extra");
-        s.issue(1, "put", 3).unwrap();
-        assert_eq!(s.end_unlock_all(), vec![3]);
+        assert_eq!(s.all.next(), 3);
+        assert_eq!(s.end_unlock_all(), 3);
         assert_eq!(s.mode, Epoch::Idle);
+        assert!(!s.lock_all_acquired(0), "epoch over");
         s.lock_all(1, true).unwrap();
         assert_eq!(s.may_issue(1, "get", 5).unwrap(), Prepare::Go, "NOCHECK");
-        assert!(s.end_unlock_all().is_empty());
+        assert_eq!(s.end_unlock_all(), 0);
     }
 
     #[test]

@@ -249,16 +249,26 @@ impl<T: Element> Window<'_, T> {
         Ok(())
     }
 
-    /// `lock_all`'s shared lock on `rank`, taken at the first operation to
-    /// it (as MPICH does): one fetch-add when no writer is announced.
+    /// `lock_all`'s shared locks, taken at the first operation to `rank`:
+    /// every rank from the first not yet locked up to `rank`, in ascending
+    /// order (one fetch-add each when no writer is announced), so this
+    /// process never waits for a lock while holding a higher one.
     pub(super) fn lock_all_target(&self, rank: usize) -> Result<()> {
-        self.acquire(rank, LockType::Shared)?;
-        if !self.epoch()?.lock_all_acquired(rank) {
-            // Another thread of this process took it meanwhile (or the epoch
-            // ended): ours is one too many.
-            self.release_word(rank, LockType::Shared)?;
+        loop {
+            let next = self.epoch()?.all.next();
+            if next > rank {
+                return Ok(());
+            }
+            self.acquire(next, LockType::Shared)?;
+            if !self.epoch()?.lock_all_acquired(next) {
+                // Another thread of this process took it meanwhile (or the
+                // epoch ended): ours is one too many.
+                self.release_word(next, LockType::Shared)?;
+                if self.epoch()?.mode != crate::epoch::Epoch::LockAll {
+                    return Ok(());
+                }
+            }
         }
-        Ok(())
     }
 }
 

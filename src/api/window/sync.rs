@@ -98,10 +98,13 @@ impl<T: Element> Window<'_, T> {
     }
 
     /// Opens a passive-target epoch to every rank (MPI_Win_lock_all): a
-    /// shared lock on each target, taken at the first operation to it (one
-    /// fetch-add on its lock word), so it excludes other processes'
-    /// exclusive locks on the targets it accesses. With `Assert::NOCHECK`
-    /// (no conflicting lock exists) no lock word is touched.
+    /// shared lock on each target, so it excludes other processes'
+    /// exclusive locks. Nothing is sent here: the first operation to rank
+    /// `r` takes the shared locks of all ranks ≤ `r` not yet taken, in
+    /// ascending order (one fetch-add each on their lock words), which keeps
+    /// lock_all deadlock-free against processes holding several exclusive
+    /// locks taken in ascending order. With `Assert::NOCHECK` (no conflicting
+    /// lock exists) no lock word is touched.
     pub fn lock_all_with(&self, assert: Assert) -> Result<()> {
         if assert.0 & !Assert::NOCHECK.0 != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -119,9 +122,9 @@ impl<T: Element> Window<'_, T> {
     pub fn unlock_all(&self) -> Result<()> {
         self.epoch()?.unlock_all(self.id)?;
         let done = self.complete_all();
-        let targets = self.epoch()?.end_unlock_all();
+        let taken = self.epoch()?.end_unlock_all();
         let mut first = done.err();
-        for t in targets {
+        for t in (0..taken).rev() {
             if let Err(e) = self.release_word(t, LockType::Shared) {
                 first.get_or_insert(e);
             }
