@@ -139,7 +139,10 @@ impl<'a, T: Element> Window<'a, T> {
             mask => Some(world.exposed.expose(id, &mem, T::DATATYPE, mask)?),
         };
         directory::publish(ctrl, slot, &desc)?;
+        // Peers may post to this window as soon as they leave the barrier.
+        world.posts.open(id);
         if let Err(e) = world.barrier() {
+            world.posts.close(id);
             // Leave no descriptor behind for a window that does not exist.
             let _ = directory::retract(ctrl, slot);
             return Err(e);

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, ProgressMode};
+use crate::epoch::post_box::PostBox;
 use crate::error::{Error, Result};
 use crate::progress::ProgressAgent;
 use crate::transport::am::{self, ActiveMessages, AmStats};
@@ -48,6 +49,8 @@ pub struct World {
     pub(crate) am: Arc<ActiveMessages>,
     /// Windows open for software accumulates (the handler's registry).
     pub(crate) exposed: Arc<ExposedTable>,
+    /// Post notifications received (post/start/complete/wait).
+    pub(crate) posts: Arc<PostBox>,
     boot: Arc<dyn Bootstrap>,
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
@@ -90,6 +93,8 @@ impl World {
             }),
         )?;
         transport.set_receiver(am.clone());
+        let posts = Arc::new(PostBox::default());
+        am.register(am::kind::PSCW, posts.clone())?;
 
         let ctrl = Memory::allocate(directory::region_bytes(config.max_windows))?;
         ctrl.store_u64(0, MAGIC)?;
@@ -132,6 +137,7 @@ impl World {
             transport,
             am,
             exposed,
+            posts,
             boot,
             peers,
             rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),

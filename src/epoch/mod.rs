@@ -31,6 +31,7 @@
 //! transition is a method so the code follows the rules one to one.
 
 pub mod locks;
+pub mod post_box;
 pub mod pscw;
 pub mod state;
 

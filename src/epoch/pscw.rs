@@ -22,16 +22,15 @@
 //!   and (unless NOCHECK) only after it received our post for that epoch;
 //!   so the word never exceeds `exposed`, and reaching it means every
 //!   origin of every post so far has completed (docs/semantics.md).
-//! * Post notifications that arrive before the access epoch that consumes
-//!   them (a later epoch's target may post early) are counted per target in
-//!   `early_posts`, an entry only for ranks that posted to us.
+//! * Post notifications are counted per (window, target) in the process's
+//!   [`super::post_box::PostBox`] as they arrive (a later epoch's target may
+//!   post early); an access epoch consumes one per target of its group, and
+//!   records here which targets it has consumed (`ready`).
 //!
 //! Combination with fence/lock/lock_all is in [`super::state::SyncState`]:
 //! PSCW epochs are refused inside `lock_all` or with per-target locks held
 //! or in a fence epoch with operations issued, and those are refused while
 //! a PSCW epoch is open.
-
-use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 
@@ -79,8 +78,6 @@ pub struct Pscw {
     pub exposure: Option<Exposure>,
     /// Cumulative number of origins of every `post` on this window.
     pub exposed: u64,
-    /// Post notifications received and not yet consumed, per target.
-    pub early_posts: HashMap<usize, u32>,
 }
 
 fn refuse(window: u64, op: &'static str, state: String) -> Error {
@@ -162,32 +159,18 @@ impl Pscw {
         }
     }
 
-    /// A post notification from `target` arrived.
-    pub fn post_arrived(&mut self, target: usize) {
-        *self.early_posts.entry(target).or_insert(0) += 1;
+    /// Whether operations to `target` may go in the open access epoch
+    /// (NOCHECK, or its post was consumed).
+    pub fn ready(&self, target: usize) -> bool {
+        self.access.as_ref().is_some_and(|a| a.is_ready(target))
     }
 
-    /// Consumes a received post of `target` for the open access epoch;
-    /// false if none has arrived yet.
-    pub fn take_post(&mut self, target: usize) -> bool {
-        let Some(a) = self.access.as_mut() else {
-            return false;
-        };
-        if a.is_ready(target) {
-            return true;
-        }
-        match self.early_posts.get_mut(&target) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                if *n == 0 {
-                    self.early_posts.remove(&target);
-                }
-                if let Err(i) = a.ready.binary_search(&target) {
-                    a.ready.insert(i, target);
-                }
-                true
+    /// The access epoch consumed a post notification of `target`.
+    pub fn mark_ready(&mut self, target: usize) {
+        if let Some(a) = self.access.as_mut() {
+            if let Err(i) = a.ready.binary_search(&target) {
+                a.ready.insert(i, target);
             }
-            _ => false,
         }
     }
 
@@ -257,18 +240,15 @@ mod tests {
         let e = p.issue(1, "put", 2).unwrap_err().to_string();
         assert!(e.contains("rank 2") && e.contains("access group"), "{e}");
         assert!(!p.issue(1, "put", 1).unwrap(), "post of 1 not yet seen");
-        assert!(!p.take_post(1));
-        p.post_arrived(1);
-        p.post_arrived(1); // an early post of a later epoch
-        assert!(p.take_post(1));
+        assert!(!p.ready(1));
+        p.mark_ready(1);
+        assert!(p.ready(1) && !p.ready(3));
         assert!(p.issue(1, "put", 1).unwrap());
-        assert!(p.take_post(1), "consumed once per epoch");
-        assert_eq!(p.early_posts.get(&1), Some(&1));
         p.check_complete(1).unwrap();
         p.end_complete();
+        assert!(!p.ready(1), "no epoch");
         p.start(1, vec![1], false).unwrap();
-        assert!(p.take_post(1), "the early post serves the next epoch");
-        assert!(p.early_posts.is_empty(), "no entry left behind");
+        assert!(!p.ready(1), "each epoch consumes its own post");
         p.end_complete();
         p.start(1, vec![4], true).unwrap();
         assert!(p.issue(1, "get", 4).unwrap(), "NOCHECK awaits no post");

@@ -424,8 +424,7 @@ mod tests {
             let e = refused.unwrap_err().to_string();
             assert!(e.contains("start epoch"), "{e}");
         }
-        s.pscw.post_arrived(1);
-        assert!(s.pscw.take_post(1));
+        s.pscw.mark_ready(1);
         s.issue(1, "put", 1).unwrap();
         assert_eq!(
             s.mode,

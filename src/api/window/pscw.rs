@@ -9,20 +9,23 @@
 //!   fetch-add; the target's `wait` waits until the word reaches the
 //!   cumulative number of origins it exposed the window to.
 //! * Post notification: a target's `post` must tell each origin *which*
-//!   target posted (a later epoch's target may post early), so it is a
-//!   message per origin. Until the active-message layer is available, only
-//!   `Assert::NOCHECK` (matching post/start are known to have happened, e.g.
-//!   across a barrier) is supported; without it `post`/`start` return
-//!   `Error::Unsupported` and change nothing.
+//!   target posted (a later epoch's target may post early), so it is one
+//!   active message (kind `PSCW`, payload: the window id) per origin,
+//!   counted at the origin by `epoch::post_box`. An origin waits for the
+//!   post of a target before its first operation to it and before telling
+//!   it `complete`. With `Assert::NOCHECK` on both sides (the matching calls
+//!   are known to have happened, e.g. across a barrier) nothing is sent.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Window;
 use crate::api::element::Element;
+use crate::epoch::post_box;
 use crate::epoch::pscw::normalize;
 use crate::epoch::Assert;
 use crate::error::{Error, Result};
+use crate::transport::am::kind as am_kind;
 use crate::transport::{AtomicOp, RemoteAddr};
 use crate::window::directory;
 
@@ -48,16 +51,6 @@ impl<T: Element> Window<'_, T> {
         Ok(())
     }
 
-    /// Post notifications need the active-message layer (not yet here).
-    fn post_messages(&self, op: &'static str) -> Result<()> {
-        Err(Error::Unsupported(format!(
-            "window {}: {op} without Assert::NOCHECK needs post notifications, which need \
-             the active-message layer (not in this build); give NOCHECK on post and start \
-             when the matching calls are known to have happened",
-            self.id
-        )))
-    }
-
     /// Opens an exposure epoch for the origins in `group` (MPI_Win_post):
     /// they may access this window until [`Window::wait`] (or a successful
     /// [`Window::test`]) returns. Assertions: `NOCHECK` (the matching
@@ -72,15 +65,35 @@ impl<T: Element> Window<'_, T> {
         )?;
         let group = self.check_group("post", group)?;
         let nocheck = assert.contains(Assert::NOCHECK);
-        if !nocheck {
-            self.post_messages("post")?;
-        }
+        let origins = if nocheck { Vec::new() } else { group.clone() };
         let mut state = self.epoch()?;
         state.begin_pscw(self.id, "post")?;
         state.pscw.post(self.id, group)?;
         drop(state);
         // Local stores before the post are visible to the origins' accesses.
         std::sync::atomic::fence(Ordering::SeqCst);
+        let me = self.world.rank();
+        let note = post_box::encode(self.id);
+        for o in origins {
+            let sent = if o == me {
+                self.world
+                    .posts
+                    .arrive(self.id, me)
+                    .map_err(Error::InvalidArgument)
+            } else {
+                self.world
+                    .am
+                    .send(self.world.transport(), o, am_kind::PSCW, &note)
+            };
+            // The exposure epoch is open; an origin that was not told
+            // cannot complete, so the caller must know.
+            sent.map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "window {}: post: notifying rank {o} failed ({e}); the exposure epoch is open",
+                    self.id
+                ))
+            })?;
+        }
         Ok(())
     }
 
@@ -93,9 +106,6 @@ impl<T: Element> Window<'_, T> {
         self.check_asserts("start", assert, Assert::NOCHECK)?;
         let group = self.check_group("start", group)?;
         let nocheck = assert.contains(Assert::NOCHECK);
-        if !nocheck {
-            self.post_messages("start")?;
-        }
         let mut state = self.epoch()?;
         state.begin_pscw(self.id, "start")?;
         state.pscw.start(self.id, group, nocheck)
@@ -105,7 +115,25 @@ impl<T: Element> Window<'_, T> {
     /// epoch has arrived.
     pub(super) fn await_post(&self, op: &'static str, rank: usize) -> Result<()> {
         let id = self.id;
-        self.poll_until(|| Ok(self.epoch()?.pscw.take_post(rank)), &|| {
+        let consume = || {
+            let mut state = self.epoch()?;
+            if state.pscw.access.is_none() {
+                return Err(Error::Epoch {
+                    window: self.id,
+                    op,
+                    state: "outside a start epoch".into(),
+                });
+            }
+            if state.pscw.ready(rank) {
+                return Ok(true);
+            }
+            let arrived = self.world.posts.take(self.id, rank);
+            if arrived {
+                state.pscw.mark_ready(rank);
+            }
+            Ok(arrived)
+        };
+        self.poll_until(consume, &|| {
             format!("{op} of window {id}: waiting for the post of rank {rank}")
         })
     }

@@ -194,6 +194,7 @@ impl<T: Element> Window<'_, T> {
         if let Ok(mut c) = self.world.rkeys.lock() {
             c.forget_window(self.id);
         }
+        self.world.posts.close(self.id);
         self.reg.take();
     }
 }
