@@ -2,7 +2,8 @@
 //! accumulate, get_accumulate, fetch_and_op and compare_and_swap to random
 //! targets under a random synchronization mode per round (fence with
 //! assertions, lock_all with or without NOCHECK, lock_all with flushes,
-//! per-target shared/exclusive locks, post/start/complete/wait). The
+//! per-target shared/exclusive locks, post/start/complete/wait with post
+//! notifications or NOCHECK). The
 //! schedule makes every result computable:
 //!
 //! * each target's window has a region per origin, written only by that
@@ -368,10 +369,20 @@ fn random_rma() {
                 }
             }
             Mode::Pscw => {
+                // Half the rounds with post notifications, half with
+                // NOCHECK across a barrier.
+                let notify = Rng::new(seed, round, u64::MAX - 2).below(2) == 0;
                 let origins: Vec<usize> = (0..p).filter(|&o| edges[o][me]).collect();
-                win.post(&origins, Assert::NOCHECK).expect(&ctx);
-                world.barrier().expect(&ctx);
-                win.start(&ranks, Assert::NOCHECK).expect(&ctx);
+                let a = if notify {
+                    Assert::NONE
+                } else {
+                    Assert::NOCHECK
+                };
+                win.post(&origins, a).expect(&ctx);
+                if !notify {
+                    world.barrier().expect(&ctx);
+                }
+                win.start(&ranks, a).expect(&ctx);
                 execute(&win, &ops, &ctx);
                 win.complete().expect(&ctx);
                 win.wait().expect(&ctx);
