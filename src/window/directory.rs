@@ -41,9 +41,13 @@ const CHECK_WORD: usize = 64;
 pub const SYNC_WORDS: usize = 72;
 /// Offset of the lock word (word 9) inside a descriptor (`Window::lock`).
 pub const LOCK_WORD: usize = 72;
-/// Offset of the post counter (word 10): post/start/complete/wait.
+/// Offset of the post counter (word 10): post/start/complete/wait. Unused
+/// so far: an origin must know which target posted, so posts are active
+/// messages (`epoch::post_box`); the word stays zero, reserved for it.
 pub const POST_WORD: usize = 80;
-/// Offset of the complete counter (word 11): post/start/complete/wait.
+/// Offset of the complete counter (word 11): origins' `complete` adds 1 by
+/// provider fetch-add; the owner's `wait` compares it with the number of
+/// origins it exposed the window to.
 pub const COMPLETE_WORD: usize = 88;
 /// `flags` bit: a dynamic window (`Window::create_dynamic`); base, length
 /// and key describe its attachment table (`window::attach`), not memory.
