@@ -11,6 +11,9 @@
 //! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
 //! | `ONESIDED_RMA_SLOTS` | 1024 | operations in flight at once per process (slots of the op table, allocated at start); a post that finds them all in use reads the CQ until one frees |
 //! | `ONESIDED_ACCUMULATE` | `auto` | which path accumulates take, decided per window at creation: `auto` (provider atomics when they cover every operation the window may use on its type, else the software path for all of them), `hardware` (provider atomics only; creating a window whose type the provider does not fully cover is an error), `software` (active messages applied by the target's CPU atomics, for every window but dynamic ones) |
+//! | `ONESIDED_SHM` | 1 | 0 turns the intra-node direct path off: `allocate` memory is not node-shared and the provider carries every operation, also between ranks of one node |
+//! | `ONESIDED_SHM_CACHE` | 64 | node-local peer window segments mapped at once (a bounded LRU) |
+//! | `ONESIDED_NODE_MAPPING` | from the launcher | overrides which ranks share a node, in `PMI_process_mapping` format (`(vector,(node,nodes,ranks_per_node),...)`); for testing mixed placements on one machine |
 //! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
 
 use std::time::Duration;
@@ -60,6 +63,12 @@ pub struct Config {
     pub rma_slots: usize,
     /// Accumulate path policy.
     pub accumulate: AccumulateMode,
+    /// Intra-node direct path (node-shared `allocate` memory, load/store).
+    pub shm: bool,
+    /// Capacity of the cache of mapped peer segments.
+    pub shm_cache: usize,
+    /// Node placement given by `ONESIDED_NODE_MAPPING`, if any.
+    pub node_mapping: Option<String>,
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -82,6 +91,20 @@ fn number(name: &'static str, default: usize, min: usize, max: usize) -> Result<
 
 fn flag(name: &'static str) -> bool {
     matches!(var(name).as_deref(), Some("1") | Some("true") | Some("yes"))
+}
+
+/// An on/off variable with a default; anything else is an error.
+fn switch(name: &'static str, default: bool) -> Result<bool> {
+    match var(name).as_deref().map(str::trim) {
+        None => Ok(default),
+        Some("1" | "true" | "yes" | "on") => Ok(true),
+        Some("0" | "false" | "no" | "off") => Ok(false),
+        Some(v) => Err(Error::Config {
+            var: name,
+            value: v.to_string(),
+            message: "expected 0 or 1".into(),
+        }),
+    }
 }
 
 impl Config {
@@ -122,6 +145,9 @@ impl Config {
             force_mr_local: flag("ONESIDED_MR_LOCAL"),
             rma_slots: number("ONESIDED_RMA_SLOTS", 1024, 1, 1 << 20)?,
             accumulate,
+            shm: switch("ONESIDED_SHM", true)?,
+            shm_cache: number("ONESIDED_SHM_CACHE", 64, 1, 1 << 20)?,
+            node_mapping: var("ONESIDED_NODE_MAPPING"),
         })
     }
 }

@@ -5,14 +5,17 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod accumulate;
+mod direct;
 mod dynamic;
 mod info;
 mod lock;
 mod pscw;
+mod shared;
 mod software;
 mod sync;
 
 pub use info::WindowInfo;
+pub use shared::SharedSegment;
 
 use super::element::{tag_name, Element};
 use super::request::Request;
@@ -75,7 +78,13 @@ impl<'a, T: Element> Window<'a, T> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME))
         })?;
-        Self::build(world, Memory::allocate(bytes)?, len, 0, info)
+        Self::build(
+            world,
+            direct::window_memory(world, bytes, false)?,
+            len,
+            0,
+            info,
+        )
     }
 
     /// Exposes user memory as a window for as long as the window lives (collective).
@@ -123,6 +132,7 @@ impl<'a, T: Element> Window<'a, T> {
                 ))
             })?;
         let reg = world.transport().register(&mem)?;
+        let (node_flags, aux) = direct::window_flags(world, &mem);
         let desc = Descriptor {
             id,
             base: reg.base,
@@ -130,8 +140,8 @@ impl<'a, T: Element> Window<'a, T> {
             disp_unit: std::mem::size_of::<T>() as u64,
             key: reg.key,
             tag: T::TAG,
-            flags: kind | paths.flags(),
-            aux: 0,
+            flags: kind | paths.flags() | node_flags,
+            aux,
         };
         // Open for software accumulates before peers can see the window.
         let exposure = match paths.software {
@@ -414,6 +424,9 @@ impl<'a, T: Element> Window<'a, T> {
         if rank == self.world.rank() && !self.is_dynamic() {
             return self.mem.write(off, bytes);
         }
+        if let Some(m) = self.direct(rank, &d)? {
+            return m.write(off, bytes);
+        }
         self.mark_dirty(rank);
         self.world
             .transport()
@@ -427,6 +440,9 @@ impl<'a, T: Element> Window<'a, T> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         if rank == self.world.rank() && !self.is_dynamic() {
             return self.mem.read(off, bytes);
+        }
+        if let Some(m) = self.direct(rank, &d)? {
+            return m.read(off, bytes);
         }
         self.world
             .transport()
@@ -446,8 +462,10 @@ impl<'a, T: Element> Window<'a, T> {
             T::NAME,
             self.id
         );
-        if rank == self.world.rank() && !self.is_dynamic() {
-            self.mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
+        let direct = self.direct(rank, &d)?;
+        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+            let mem = direct.as_deref().unwrap_or(&self.mem);
+            mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
             return Ok(Request::new(
                 self.world.transport(),
                 InFlight::new(data, None),
@@ -475,8 +493,10 @@ impl<'a, T: Element> Window<'a, T> {
             T::NAME,
             self.id
         );
-        if rank == self.world.rank() && !self.is_dynamic() {
-            self.mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
+        let direct = self.direct(rank, &d)?;
+        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+            let mem = direct.as_deref().unwrap_or(&self.mem);
+            mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
             return Ok(Request::new(
                 self.world.transport(),
                 InFlight::new(buf, None),

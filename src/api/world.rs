@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::bootstrap::node::NodeMap;
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, ProgressMode};
 use crate::epoch::post_box::PostBox;
@@ -14,6 +15,7 @@ use crate::transport::ofi::OfiTransport;
 use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transport};
 use crate::window::am_accumulate::AccumulateHandler;
 use crate::window::directory::{self, BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
+use crate::window::mappings::Mappings;
 use crate::window::peers::{self, PeerTable};
 use crate::window::rkey_cache::{CacheStats, RkeyCache};
 
@@ -35,6 +37,8 @@ pub struct WorldStats {
     /// Barriers entered so far (`World::barrier`, fences that synchronize,
     /// window creation and free).
     pub barriers: u64,
+    /// The intra-node direct path (operations done by load/store, mappings).
+    pub shm: crate::window::mappings::ShmStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -55,6 +59,8 @@ pub struct World {
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
     pub(crate) config: Config,
+    pub(crate) node: NodeMap,
+    pub(crate) mappings: Mappings,
     next_window: AtomicU64,
     barrier_epoch: Mutex<u64>,
 }
@@ -66,6 +72,7 @@ impl World {
         let config = Config::from_env()?;
         init_tracing(config.verbose);
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
+        let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
         let transport: SharedTransport = Arc::new(OfiTransport::open(&config)?);
         let peers = Arc::new(PeerTable::default());
         let am = {
@@ -141,6 +148,8 @@ impl World {
             boot,
             peers,
             rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),
+            mappings: Mappings::new(config.shm_cache),
+            node,
             config,
             next_window: AtomicU64::new(1),
             barrier_epoch: Mutex::new(0),
@@ -176,6 +185,16 @@ impl World {
         self.transport.as_ref()
     }
 
+    /// Whether `rank` runs on this node (see `bootstrap::node`).
+    pub fn is_node_local(&self, rank: usize) -> bool {
+        self.node.is_local(rank)
+    }
+
+    /// Whether every rank of the job runs on this node.
+    pub fn all_node_local(&self) -> bool {
+        self.node.all_local()
+    }
+
     /// How the job was started (`onesided-run`, `pmi1`, `singleton`).
     pub fn bootstrap_name(&self) -> &'static str {
         self.boot.name()
@@ -191,6 +210,7 @@ impl World {
             transport: self.transport.stats(),
             active_messages: self.am.stats(),
             barriers: self.barrier_epoch.lock().map(|e| *e).unwrap_or(0),
+            shm: self.mappings.stats(),
         }
     }
 
@@ -245,6 +265,12 @@ impl World {
 
     pub(crate) fn control_memory(&self) -> &Memory<'static> {
         &self.ctrl
+    }
+
+    /// The id the next window will get (window creation is collective and
+    /// never concurrent within one process).
+    pub(crate) fn peek_window_id(&self) -> u64 {
+        self.next_window.load(Ordering::Relaxed)
     }
 
     pub(crate) fn next_window_id(&self) -> u64 {

@@ -21,6 +21,7 @@
 //! `docs/bootstrap.md`).
 
 pub mod launcher;
+pub mod node;
 pub mod pmi1;
 pub mod singleton;
 pub mod wire;

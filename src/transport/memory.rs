@@ -21,6 +21,12 @@ enum Owner {
     /// A `Vec<T>` handed over by the user (dynamic-window attach), kept
     /// here untouched so that only raw-pointer copies reach its buffer.
     Vec(Box<dyn std::any::Any + Send + Sync>),
+    /// A shared mapping of `map_len` bytes (`transport::shm`), unmapped on
+    /// drop; `fd` is the memfd when this process created the segment.
+    Mapped {
+        map_len: usize,
+        fd: Option<std::os::fd::OwnedFd>,
+    },
 }
 
 /// A registered-memory candidate: allocated by the library or borrowed.
@@ -108,6 +114,36 @@ impl<'a> Memory<'a> {
             len: self.len,
             owner: Owner::User,
             _borrow: PhantomData,
+        }
+    }
+
+    /// Wraps a shared mapping made by `transport::shm`.
+    ///
+    /// # Safety
+    /// `ptr` must be a live `MAP_SHARED` read-write mapping of `map_len`
+    /// bytes that nothing else unmaps.
+    pub(crate) unsafe fn from_mapping(
+        ptr: NonNull<u8>,
+        len: usize,
+        map_len: usize,
+        fd: Option<std::os::fd::OwnedFd>,
+    ) -> Memory<'static> {
+        Memory {
+            ptr,
+            len: len.min(map_len),
+            owner: Owner::Mapped { map_len, fd },
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The memfd behind a node-shared segment this process created.
+    pub(crate) fn shared_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match &self.owner {
+            Owner::Mapped { fd: Some(fd), .. } => {
+                use std::os::fd::AsFd;
+                Some(fd.as_fd())
+            }
+            _ => None,
         }
     }
 
@@ -204,9 +240,18 @@ impl<'a> Memory<'a> {
 
 impl Drop for Memory<'_> {
     fn drop(&mut self) {
-        if let Owner::Library(layout) = self.owner {
+        match self.owner {
             // SAFETY: allocated in `allocate` with this layout, freed once.
-            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+            Owner::Library(layout) => unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) },
+            Owner::Mapped { map_len, .. } => {
+                // SAFETY: `from_mapping`'s contract: a live mapping of
+                // `map_len` bytes that only this `Memory` unmaps, once.
+                let r = unsafe { nix::sys::mman::munmap(self.ptr.cast(), map_len) };
+                if let Err(e) = r {
+                    tracing::warn!("unmapping a shared window segment: {e}");
+                }
+            }
+            Owner::User | Owner::Vec(_) => {}
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod exposed;
 pub mod inflight;
 pub mod memory;
 pub mod ofi;
+pub mod shm;
 
 use std::any::Any;
 use std::sync::Arc;

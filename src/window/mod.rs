@@ -12,5 +12,6 @@
 pub mod am_accumulate;
 pub mod attach;
 pub mod directory;
+pub mod mappings;
 pub mod peers;
 pub mod rkey_cache;

@@ -21,7 +21,14 @@
 //! finished the body leaves a file ([`child_done`]); `run_jobs` fails a job
 //! with fewer files than ranks (a misspelt name runs zero tests and "passes").
 //!
+//! Provider jobs run with `ONESIDED_SHM=0`, so the provider carries every
+//! operation even though all ranks share a node; [`matrix`] adds *direct*
+//! jobs (`ONESIDED_SHM=1`, first provider, shown as `provider=tcp+direct`)
+//! where node-local operations go by load/store and CPU atomics.
+//!
 //! Knobs: `ONESIDED_TEST_PROVIDERS` (default `tcp,shm,sockets`),
+//! `ONESIDED_TEST_DIRECT` (`1` default: add direct jobs; `0`: none; `only`:
+//! only direct jobs),
 //! `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`),
 //! `ONESIDED_TEST_TIMEOUT` (seconds per job, default 120), `ONESIDED_HYDRA`
 //! (path of `mpiexec.hydra`, default: looked up in `PATH`).
@@ -67,16 +74,19 @@ pub struct Job {
     pub launcher: Launcher,
     pub ranks: usize,
     pub provider: String,
+    /// The intra-node direct path on (`ONESIDED_SHM=1`).
+    pub direct: bool,
 }
 
 impl std::fmt::Display for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} -n {} provider={}",
+            "{} -n {} provider={}{}",
             self.launcher.name(),
             self.ranks,
-            self.provider
+            self.provider,
+            if self.direct { "+direct" } else { "" }
         )
     }
 }
@@ -115,9 +125,28 @@ pub fn launchers() -> Vec<Launcher> {
     out
 }
 
-/// Every provider x every launcher x `ranks`.
+/// Every provider x every launcher x `ranks` (provider path), plus every
+/// launcher x `ranks` with the direct path (see the module doc).
 pub fn matrix(ranks: &[usize]) -> Vec<Job> {
-    matrix_for(&providers(), ranks)
+    let mode = std::env::var("ONESIDED_TEST_DIRECT").unwrap_or_else(|_| "1".into());
+    let mut jobs = match mode.as_str() {
+        "only" => Vec::new(),
+        _ => matrix_for(&providers(), ranks),
+    };
+    if mode != "0" {
+        jobs.extend(matrix_direct(ranks));
+    }
+    jobs
+}
+
+/// Every launcher x `ranks` with the direct path on, first provider.
+pub fn matrix_direct(ranks: &[usize]) -> Vec<Job> {
+    let first: Vec<String> = providers().into_iter().take(1).collect();
+    let mut jobs = matrix_for(&first, ranks);
+    for j in &mut jobs {
+        j.direct = true;
+    }
+    jobs
 }
 
 /// Every launcher x `ranks`, with only the first provider (for tests the
@@ -137,6 +166,7 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
                     launcher,
                     ranks: n,
                     provider: provider.clone(),
+                    direct: false,
                 });
             }
         }
@@ -227,7 +257,9 @@ pub fn onesided_run_command(name: &str, ranks: usize, launcher_args: &[&str]) ->
     for v in LAUNCH_VARS {
         cmd.env_remove(v);
     }
-    cmd.env("ONESIDED_TEST_LAUNCHER", "onesided-run")
+    // The provider path unless a caller asks for the direct one.
+    cmd.env("ONESIDED_SHM", "0")
+        .env("ONESIDED_TEST_LAUNCHER", "onesided-run")
         .env("ONESIDED_TEST_RANKS", ranks.to_string());
     cmd
 }
@@ -254,6 +286,7 @@ pub fn job_command(name: &str, job: &Job) -> Command {
         }
     };
     cmd.env("ONESIDED_PROVIDER", &job.provider)
+        .env("ONESIDED_SHM", if job.direct { "1" } else { "0" })
         .env("ONESIDED_TEST_LAUNCHER", job.launcher.name())
         .env("ONESIDED_TEST_RANKS", job.ranks.to_string());
     cmd
@@ -482,6 +515,7 @@ macro_rules! spmd_test {
 pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: &[(&str, &str)]) {
     let name = test_name(module, test);
     let mut cmd = onesided_run_command(&name, ranks, &["--provider", provider]);
+    cmd.env("ONESIDED_SHM", "0");
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -61,9 +61,11 @@ impl<T: Element> Window<'_, T> {
             }
         }
         let fi_op = op.map_or(libfabric_sys::FI_CSWAP, Op::fi_op);
-        let software = self.paths.software(fi_op);
+        // Every rank local with the direct path: CPU atomics (`direct.rs`).
+        let cpu = self.cpu_atomics();
+        let software = !cpu && self.paths.software(fi_op);
         let (off, d) = self.access(call, rank, disp, n)?;
-        if !software {
+        if !software && !cpu {
             if self
                 .world
                 .transport()
@@ -163,6 +165,10 @@ impl<T: Element> Window<'_, T> {
         if n == 0 {
             return Ok(());
         }
+        if self.cpu_atomics() {
+            let src = bytemuck::cast_slice(data);
+            return self.cpu_accumulate((rank, off, &d), Self::atomic_op(op, n), src, None);
+        }
         if software {
             // Acknowledgements count on the window's tracker (flush waits).
             let acks = Sink::counter(self.outstanding.clone());
@@ -198,6 +204,11 @@ impl<T: Element> Window<'_, T> {
         )?;
         if n == 0 {
             return Ok(());
+        }
+        if self.cpu_atomics() {
+            let fetched = Some(bytemuck::cast_slice_mut(result));
+            let what = Self::atomic_op(op, n);
+            return self.cpu_accumulate((rank, off, &d), what, &data, fetched);
         }
         if software {
             let res = bytemuck::cast_slice_mut(result);
@@ -243,6 +254,12 @@ impl<T: Element> Window<'_, T> {
         let mut old = [T::zeroed()];
         let Route { off, d, software } =
             self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
+        if self.cpu_atomics() {
+            let (what, src) = (Self::atomic_op(op, 1), bytemuck::bytes_of(&value));
+            let fetched = Some(bytemuck::cast_slice_mut(&mut old));
+            self.cpu_accumulate((rank, off, &d), what, src, fetched)?;
+            return Ok(old[0]);
+        }
         if software {
             let res = bytemuck::cast_slice_mut(&mut old);
             self.soft_fetch(rank, off, op.fi_op(), bytemuck::bytes_of(&value), 1, res)?;
@@ -268,6 +285,12 @@ impl<T: Element> Window<'_, T> {
             AtomicKind::Compare,
             (rank, disp, 1),
         )?;
+        if self.cpu_atomics() {
+            let (c, s) = (bytemuck::bytes_of(&compare), bytemuck::bytes_of(&swap));
+            let old_bytes = bytemuck::cast_slice_mut(&mut old);
+            self.cpu_compare_swap((rank, off, &d), c, s, old_bytes)?;
+            return Ok(old[0]);
+        }
         if software {
             let operands = [bytemuck::bytes_of(&compare), bytemuck::bytes_of(&swap)].concat();
             let res = bytemuck::cast_slice_mut(&mut old);
@@ -316,6 +339,11 @@ impl<T: Element> Window<'_, T> {
         if n == 0 {
             return Ok(Request::new(t, InFlight::new(data, None), what));
         }
+        if self.cpu_atomics() {
+            let src = bytemuck::cast_slice(data.as_mut());
+            self.cpu_accumulate((rank, off, &d), Self::atomic_op(op, n), src, None)?;
+            return Ok(Request::new(t, InFlight::new(data, None), what));
+        }
         if software {
             // The operands are copied into the messages: the request is
             // complete locally at once; acknowledgements count on the
@@ -360,6 +388,12 @@ impl<T: Element> Window<'_, T> {
         );
         let t = self.world.transport();
         if n == 0 {
+            return Ok(Request::new(t, InFlight::new(result, None), what));
+        }
+        if self.cpu_atomics() {
+            let fetched = Some(bytemuck::cast_slice_mut(result.as_mut()));
+            let what_op = Self::atomic_op(op, n);
+            self.cpu_accumulate((rank, off, &d), what_op, &origin, fetched)?;
             return Ok(Request::new(t, InFlight::new(result, None), what));
         }
         let f = InFlight::new(result, Some(self.outstanding.clone()));

@@ -14,6 +14,10 @@ use crate::window::directory::{self, MAGIC};
 impl<T: Element> Window<'_, T> {
     /// Completes request-based operations locally.
     pub(super) fn complete_local(&self) -> Result<()> {
+        // Direct (load/store) operations to node-local peers are complete
+        // when issued; this fence orders them before the synchronization
+        // that follows (see `direct.rs`).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         let id = self.id;
         self.world.transport().wait(&self.outstanding, &|| {
             format!("completing operations of window {id}")
@@ -195,6 +199,7 @@ impl<T: Element> Window<'_, T> {
             c.forget_window(self.id);
         }
         self.world.posts.close(self.id);
+        self.world.mappings.forget_window(self.id);
         self.reg.take();
     }
 }

@@ -1,0 +1,129 @@
+//! The intra-node direct path: put/get to a node-local peer are copies into
+//! and out of its mapped segment, and — when every rank of the window is on
+//! this node — every accumulate (also to oneself) is a CPU atomic on the
+//! target memory (`transport::cpu_atomic`). See `docs/shm.md`.
+//!
+//! Why accumulates need *all* ranks local: MPI makes concurrent accumulates
+//! to one location atomic with respect to each other. A CPU atomic is not
+//! atomic with respect to the provider's atomics (on tcp and sockets those
+//! are plain read-modify-writes run by the target's progress thread; on a
+//! NIC they are the NIC's), so a location must never see both. With a
+//! remote rank in the window, its accumulates can only arrive through the
+//! provider, so local ones must go there too.
+//!
+//! Memory barriers: a direct put/get is complete when the call returns
+//! (`Memory::write` ends with a release fence, `Memory::read` starts with an
+//! acquire fence); every completing call (flush family, unlock, unlock_all,
+//! fence, free) issues a sequentially consistent fence before it
+//! synchronizes with the target (`complete_local`), so the target sees the
+//! stores once it sees the synchronization.
+
+use std::sync::Arc;
+
+use super::Window;
+use crate::api::element::Element;
+use crate::api::world::World;
+use crate::error::{Error, Result};
+use crate::transport::{cpu_atomic, shm, AtomicOp, Memory};
+use crate::window::directory::Descriptor;
+use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
+
+/// Window memory for `allocate`: a node-shared segment unless
+/// `ONESIDED_SHM=0` (or `shared`, for `allocate_shared`, which always is).
+pub(super) fn window_memory(world: &World, bytes: usize, shared: bool) -> Result<Memory<'static>> {
+    if shared || world.config.shm {
+        shm::allocate(
+            bytes,
+            &shm::segment_name(world.peek_window_id(), world.rank()),
+        )
+    } else {
+        Memory::allocate(bytes)
+    }
+}
+
+/// The descriptor's `flags` bits and `aux` word of the node path for a
+/// window over `mem` (identical flags on every rank: they depend only on
+/// the configuration and the job's placement).
+pub(super) fn window_flags(world: &World, mem: &Memory<'_>) -> (u64, u64) {
+    match shm::locator(mem) {
+        None => (0, 0),
+        Some(loc) if world.config.shm && world.node.all_local() => {
+            (FLAG_SHARED | FLAG_CPU_ATOMICS, loc)
+        }
+        Some(loc) => (FLAG_SHARED, loc),
+    }
+}
+
+impl<T: Element> Window<'_, T> {
+    /// The mapped segment of `rank` (not ourselves) if operations to it go
+    /// by load/store: the window is node-shared, the direct path is on and
+    /// `rank` is on this node. Counts the operation.
+    pub(super) fn direct(
+        &self,
+        rank: usize,
+        d: &Descriptor,
+    ) -> Result<Option<Arc<Memory<'static>>>> {
+        if d.flags & FLAG_SHARED == 0
+            || rank == self.world.rank()
+            || !self.world.config.shm
+            || !self.world.node.is_local(rank)
+        {
+            return Ok(None);
+        }
+        let m = self.world.mappings.get(rank, d)?;
+        self.world.mappings.count_direct();
+        Ok(Some(m))
+    }
+
+    /// Whether accumulates to this window are CPU atomics (decided
+    /// identically on every rank, see the module doc).
+    pub(super) fn cpu_atomics(&self) -> bool {
+        self.desc.flags & FLAG_CPU_ATOMICS != 0
+    }
+
+    /// Runs `f` on the memory of `rank`'s window: ours, or the mapping.
+    fn on_target<R>(
+        &self,
+        rank: usize,
+        d: &Descriptor,
+        f: impl FnOnce(&Memory<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.world.mappings.count_atomic();
+        if rank == self.world.rank() {
+            return f(&self.mem);
+        }
+        match self.direct(rank, d)? {
+            Some(m) => f(&m),
+            None => Err(Error::InvalidArgument(format!(
+                "window {}: accumulates use CPU atomics but rank {rank} is not mapped",
+                self.id
+            ))),
+        }
+    }
+
+    /// An accumulate (fetching into `fetched` if given) by CPU atomics.
+    pub(super) fn cpu_accumulate(
+        &self,
+        (rank, off, d): (usize, usize, &Descriptor),
+        what: AtomicOp,
+        src: &[u8],
+        fetched: Option<&mut [u8]>,
+    ) -> Result<()> {
+        self.on_target(rank, d, |m| {
+            cpu_atomic::accumulate(m, off, what, src, fetched)
+        })
+    }
+
+    /// A compare-and-swap of one element by a CPU atomic.
+    pub(super) fn cpu_compare_swap(
+        &self,
+        (rank, off, d): (usize, usize, &Descriptor),
+        compare: &[u8],
+        swap: &[u8],
+        old: &mut [u8],
+    ) -> Result<()> {
+        self.on_target(rank, d, |m| {
+            cpu_atomic::compare_swap(m, off, T::DATATYPE, compare, swap, old)
+        })
+    }
+}
