@@ -99,16 +99,23 @@ fn put_get_all_epochs() {
     let ops = s.direct_ops - before.direct_ops;
     if direct_on() {
         assert_eq!(ops, expect, "every put/get was direct: {s:?}");
+        let w = world.stats();
+        assert_eq!(
+            (w.peers_contacted, w.address_vector_entries),
+            (0, 0),
+            "{w:?}"
+        );
         assert!(s.mapped >= 1, "{s:?}");
     } else {
         assert_eq!((ops, s.maps, s.mapped), (0, 0, 0), "ONESIDED_SHM=0: {s:?}");
     }
+    let mapped = world.stats().shm.mapped;
     win.free().unwrap();
-    assert_eq!(
-        world.stats().shm.mapped,
-        0,
-        "free unmaps the window's peers"
-    );
+    if direct_on() {
+        // Only the right neighbour's segment was mapped for this window (the
+        // control regions of peers stay mapped while the world lives).
+        assert_eq!(world.stats().shm.mapped, mapped - 1, "free unmaps");
+    }
 }
 spmd_test!(
     direct_put_get_every_epoch,
@@ -178,6 +185,13 @@ fn accumulates() {
     let atomics = s.cpu_atomics - before.cpu_atomics;
     if direct_on() {
         assert_eq!(atomics, n as u64 * (3 + HITS as u64) + 2, "{s:?}");
+        // No network at all: no peer (not even ourselves) was contacted.
+        let w = world.stats();
+        assert_eq!(
+            (w.peers_contacted, w.address_vector_entries),
+            (0, 0),
+            "{w:?}"
+        );
     } else {
         assert_eq!(atomics, 0, "{s:?}");
     }
@@ -276,7 +290,8 @@ fn mixed_nodes() {
     assert_eq!(got[4], 1 + 2 + 3 + 4, "accumulates");
     let s = world.stats().shm;
     if direct_on() {
-        assert_eq!((s.direct_ops, s.cpu_atomics, s.maps), (1, 0, 1), "{s:?}");
+        // Mapped: the buddy's window segment and its control region.
+        assert_eq!((s.direct_ops, s.cpu_atomics, s.maps), (1, 0, 2), "{s:?}");
         assert!(win.shared_query(buddy).is_ok());
     } else {
         assert_eq!((s.direct_ops, s.cpu_atomics, s.maps), (0, 0, 0), "{s:?}");

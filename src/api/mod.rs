@@ -1,6 +1,7 @@
 //! The public API: [`World`], [`Window`], [`Request`].
 
 pub mod element;
+mod node;
 pub mod op;
 pub mod request;
 pub mod window;

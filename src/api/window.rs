@@ -311,14 +311,26 @@ impl<'a, T: Element> Window<'a, T> {
         {
             return Ok(d);
         }
-        let ctrl = self.world.control(rank)?;
         let mut bytes = [0u8; ENTRY_BYTES];
-        let at = RemoteAddr {
-            addr: ctrl.addr + directory::entry_offset(self.slot) as u64,
-            key: ctrl.key,
-        };
-        self.world.transport().get(rank, &mut bytes, at)?;
+        let entry = directory::entry_offset(self.slot);
+        // A node-local peer's directory is read from its mapped control
+        // region (`api::node`), else with one provider read.
+        let read_locally = self
+            .world
+            .with_local_ctrl(rank, |m| m.read(entry, &mut bytes))?;
+        if read_locally.is_none() {
+            let ctrl = self.world.control(rank)?;
+            let at = RemoteAddr {
+                addr: ctrl.addr + entry as u64,
+                key: ctrl.key,
+            };
+            self.world.transport().get(rank, &mut bytes, at)?;
+        }
         let d = Descriptor::decode(&bytes, rank, self.id)?;
+        if read_locally.is_some() && !direct::all_by_cpu(d.flags) {
+            // Some operations to this peer will use the provider.
+            self.world.control(rank)?;
+        }
         if d.tag != T::TAG {
             return Err(Error::InvalidArgument(format!(
                 "window {}: rank {rank} created it with element type {}, this rank with {}",

@@ -14,7 +14,7 @@ use crate::transport::exposed::ExposedTable;
 use crate::transport::ofi::OfiTransport;
 use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transport};
 use crate::window::am_accumulate::AccumulateHandler;
-use crate::window::directory::{self, BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
+use crate::window::directory::{BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
 use crate::window::mappings::Mappings;
 use crate::window::peers::{self, PeerTable};
 use crate::window::rkey_cache::{CacheStats, RkeyCache};
@@ -55,7 +55,7 @@ pub struct World {
     pub(crate) exposed: Arc<ExposedTable>,
     /// Post notifications received (post/start/complete/wait).
     pub(crate) posts: Arc<PostBox>,
-    boot: Arc<dyn Bootstrap>,
+    pub(crate) boot: Arc<dyn Bootstrap>,
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
     pub(crate) config: Config,
@@ -103,7 +103,7 @@ impl World {
         let posts = Arc::new(PostBox::default());
         am.register(am::kind::PSCW, posts.clone())?;
 
-        let ctrl = Memory::allocate(directory::region_bytes(config.max_windows))?;
+        let ctrl = super::node::control_region(&config, boot.rank())?;
         ctrl.store_u64(0, MAGIC)?;
         let ctrl_reg = transport.register(&ctrl)?;
         let card = peers::encode_card(
@@ -114,6 +114,7 @@ impl World {
             },
         );
         boot.put(&peers::card_key(boot.rank()), &card)?;
+        super::node::publish(boot.as_ref(), &ctrl)?;
         boot.barrier()?;
 
         let agent = match config.progress {
@@ -236,16 +237,23 @@ impl World {
         let mut round = 0usize;
         while dist < size && round < BARRIER_ROUNDS {
             let to = (rank + dist) % size;
-            let ctrl = self.control(to)?;
             let flag = BARRIER_OFFSET + 8 * round;
-            self.transport.put_signal(
-                to,
-                e,
-                RemoteAddr {
-                    addr: ctrl.addr + flag as u64,
-                    key: ctrl.key,
-                },
-            )?;
+            // A node-local peer's flag is a release store into its mapped
+            // control region (see `api::node`); others get a provider write.
+            if self
+                .with_local_ctrl(to, |m| m.store_u64(flag, e))?
+                .is_none()
+            {
+                let ctrl = self.control(to)?;
+                self.transport.put_signal(
+                    to,
+                    e,
+                    RemoteAddr {
+                        addr: ctrl.addr + flag as u64,
+                        key: ctrl.key,
+                    },
+                )?;
+            }
             let mut spins = 0u32;
             while self.ctrl.load_u64(flag)? < e {
                 self.transport.progress()?;

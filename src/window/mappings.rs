@@ -23,6 +23,9 @@ pub const FLAG_SHARED: u64 = 1 << 8;
 /// Every rank of the window is on one node and every accumulate to it
 /// (also to oneself) is executed by CPU atomics on the mapped memory.
 pub const FLAG_CPU_ATOMICS: u64 = 1 << 9;
+/// Every rank is on one node and the lock words (control region) are
+/// driven by CPU atomics (`api::node`); set on every window, also `create`.
+pub const FLAG_CPU_SYNC: u64 = 1 << 10;
 
 /// Counters of the node path, for `World::stats()`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -69,25 +72,29 @@ impl Mappings {
 
     /// The mapping of `rank`'s segment of window `d.id`, mapping it on a miss.
     pub fn get(&self, rank: usize, d: &Descriptor) -> Result<Entry> {
-        if let Some(m) = self
-            .lru
-            .lock()
-            .ok()
-            .and_then(|mut c| c.get(&(d.id, rank)).cloned())
-        {
+        let name = shm::segment_name(d.id, rank);
+        self.get_or_map((d.id, rank), || Ok(d.aux), &name, d.len as usize)
+    }
+
+    /// The mapping cached under `key`, else maps the segment `locate`
+    /// returns (expecting memfd `name` of at least `len` bytes).
+    pub fn get_or_map(
+        &self,
+        key: (u64, usize),
+        locate: impl FnOnce() -> Result<u64>,
+        name: &str,
+        len: usize,
+    ) -> Result<Entry> {
+        if let Some(m) = self.lru.lock().ok().and_then(|mut c| c.get(&key).cloned()) {
             return Ok(m);
         }
-        let m = Arc::new(shm::map_peer(
-            d.aux,
-            &shm::segment_name(d.id, rank),
-            d.len as usize,
-        )?);
+        let m = Arc::new(shm::map_peer(locate()?, name, len)?);
         self.maps.fetch_add(1, Ordering::Relaxed);
         let evicted = match self.lru.lock() {
-            Ok(mut c) => c.push((d.id, rank), m.clone()),
+            Ok(mut c) => c.push(key, m.clone()),
             Err(_) => None,
         };
-        if matches!(&evicted, Some((k, _)) if *k != (d.id, rank)) {
+        if matches!(&evicted, Some((k, _)) if *k != key) {
             self.evictions.fetch_add(1, Ordering::Relaxed);
         }
         // `evicted` is unmapped here, outside the lock (or later, by its

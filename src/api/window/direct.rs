@@ -26,7 +26,7 @@ use crate::api::world::World;
 use crate::error::{Error, Result};
 use crate::transport::{cpu_atomic, shm, AtomicOp, Memory};
 use crate::window::directory::Descriptor;
-use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
+use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
 
 /// Window memory for `allocate`: a node-shared segment unless
 /// `ONESIDED_SHM=0` (or `shared`, for `allocate_shared`, which always is).
@@ -45,13 +45,25 @@ pub(super) fn window_memory(world: &World, bytes: usize, shared: bool) -> Result
 /// window over `mem` (identical flags on every rank: they depend only on
 /// the configuration and the job's placement).
 pub(super) fn window_flags(world: &World, mem: &Memory<'_>) -> (u64, u64) {
+    let sync = if world.sync_words_by_cpu() {
+        FLAG_CPU_SYNC
+    } else {
+        0
+    };
     match shm::locator(mem) {
-        None => (0, 0),
+        None => (sync, 0),
         Some(loc) if world.config.shm && world.node.all_local() => {
-            (FLAG_SHARED | FLAG_CPU_ATOMICS, loc)
+            (sync | FLAG_SHARED | FLAG_CPU_ATOMICS, loc)
         }
-        Some(loc) => (FLAG_SHARED, loc),
+        Some(loc) => (sync | FLAG_SHARED, loc),
     }
+}
+
+/// Whether a window with these flags reaches node-local peers without the
+/// provider: memory mapped, accumulates and lock words by CPU atomics.
+pub(super) fn all_by_cpu(flags: u64) -> bool {
+    let all = FLAG_SHARED | FLAG_CPU_ATOMICS | FLAG_CPU_SYNC;
+    flags & all == all
 }
 
 impl<T: Element> Window<'_, T> {

@@ -71,6 +71,15 @@ impl Backoff<'_> {
 impl<T: Element> Window<'_, T> {
     /// Address of the lock word of this window at `rank`.
     fn lock_word(&self, rank: usize) -> Result<RemoteAddr> {
+        if self.world.sync_words_by_cpu() {
+            // Driven by CPU atomics: `addr` is the offset in the node-shared
+            // control region (see `api::node`).
+            let off = directory::entry_offset(self.slot) + directory::LOCK_WORD;
+            return Ok(RemoteAddr {
+                addr: off as u64,
+                key: 0,
+            });
+        }
         let ctrl = self.world.control(rank)?;
         Ok(RemoteAddr {
             addr: ctrl.addr + (directory::entry_offset(self.slot) + directory::LOCK_WORD) as u64,
@@ -80,6 +89,9 @@ impl<T: Element> Window<'_, T> {
 
     /// Atomically adds `delta` (modulo 2^64) to the word, returns the old value.
     fn word_add(&self, rank: usize, at: RemoteAddr, delta: u64) -> Result<u64> {
+        if self.world.sync_words_by_cpu() {
+            return self.world.ctrl_fetch_add(rank, at.addr as usize, delta);
+        }
         let what = AtomicOp {
             op: libfabric_sys::FI_SUM,
             datatype: libfabric_sys::FI_UINT64,
@@ -94,6 +106,11 @@ impl<T: Element> Window<'_, T> {
 
     /// Compare-and-swap on the word, returns the old value.
     fn word_cas(&self, rank: usize, at: RemoteAddr, compare: u64, swap: u64) -> Result<u64> {
+        if self.world.sync_words_by_cpu() {
+            return self
+                .world
+                .ctrl_compare_swap(rank, at.addr as usize, compare, swap);
+        }
         let mut old = [0u8; 8];
         self.world.transport().compare_atomic(
             rank,
@@ -107,6 +124,9 @@ impl<T: Element> Window<'_, T> {
     }
 
     fn check_lock_atomics(&self, rank: usize) -> Result<()> {
+        if self.world.sync_words_by_cpu() {
+            return Ok(());
+        }
         let t = self.world.transport();
         let u64t = libfabric_sys::FI_UINT64;
         let sum = t.atomic_valid(libfabric_sys::FI_SUM, u64t, AtomicKind::Fetch);
