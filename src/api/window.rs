@@ -217,6 +217,8 @@ impl<'a, T: Element> Window<'a, T> {
         self.alive("bench_remote")?;
         self.check_rank(rank)?;
         let d = self.target(rank)?;
+        // The raw transport needs the peer even if the direct path does not.
+        self.world.control(rank)?;
         Ok(Self::remote(&d, disp * std::mem::size_of::<T>()))
     }
 
