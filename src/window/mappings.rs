@@ -30,7 +30,8 @@ pub const FLAG_CPU_SYNC: u64 = 1 << 10;
 /// Counters of the node path, for `World::stats()`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ShmStats {
-    /// put/get/rput/rget to node-local peers done by memcpy.
+    /// Operations to node-local peers done without the provider: put/get/
+    /// rput/rget by copy, accumulates by CPU atomics.
     pub direct_ops: u64,
     /// Accumulates (also to oneself) done by CPU atomics.
     pub cpu_atomics: u64,
