@@ -212,4 +212,9 @@ fn counts_body() {
     win.free().unwrap();
 }
 
-spmd_test!(stats_count_posted_operations, &[2], counts_body);
+// Counts provider operations: the direct path (which posts none) is left out.
+spmd_test!(
+    stats_count_posted_operations,
+    jobs = common::matrix_providers(&[2]),
+    counts_body
+);

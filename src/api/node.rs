@@ -79,7 +79,7 @@ impl World {
         let len = directory::region_bytes(self.config.max_windows);
         let m = self
             .mappings
-            .get_or_map((CTRL_WINDOW, rank), locate, &ctrl_name(rank), len)?;
+            .get_or_map((CTRL_WINDOW, rank), locate, || ctrl_name(rank), len)?;
         f(&m).map(Some)
     }
 

@@ -73,23 +73,24 @@ impl Mappings {
 
     /// The mapping of `rank`'s segment of window `d.id`, mapping it on a miss.
     pub fn get(&self, rank: usize, d: &Descriptor) -> Result<Entry> {
-        let name = shm::segment_name(d.id, rank);
-        self.get_or_map((d.id, rank), || Ok(d.aux), &name, d.len as usize)
+        let name = || shm::segment_name(d.id, rank);
+        self.get_or_map((d.id, rank), || Ok(d.aux), name, d.len as usize)
     }
 
     /// The mapping cached under `key`, else maps the segment `locate`
-    /// returns (expecting memfd `name` of at least `len` bytes).
+    /// returns (expecting memfd `name()` of at least `len` bytes). A hit
+    /// allocates nothing (the name is only built on a miss).
     pub fn get_or_map(
         &self,
         key: (u64, usize),
         locate: impl FnOnce() -> Result<u64>,
-        name: &str,
+        name: impl FnOnce() -> String,
         len: usize,
     ) -> Result<Entry> {
         if let Some(m) = self.lru.lock().ok().and_then(|mut c| c.get(&key).cloned()) {
             return Ok(m);
         }
-        let m = Arc::new(shm::map_peer(locate()?, name, len)?);
+        let m = Arc::new(shm::map_peer(locate()?, &name(), len)?);
         self.maps.fetch_add(1, Ordering::Relaxed);
         let evicted = match self.lru.lock() {
             Ok(mut c) => c.push(key, m.clone()),

@@ -139,6 +139,12 @@ pub fn matrix(ranks: &[usize]) -> Vec<Job> {
     jobs
 }
 
+/// Every provider x every launcher x `ranks`, provider path only (for
+/// tests about the provider itself, e.g. its operation counters).
+pub fn matrix_providers(ranks: &[usize]) -> Vec<Job> {
+    matrix_for(&providers(), ranks)
+}
+
 /// Every launcher x `ranks` with the direct path on, first provider.
 pub fn matrix_direct(ranks: &[usize]) -> Vec<Job> {
     let first: Vec<String> = providers().into_iter().take(1).collect();
