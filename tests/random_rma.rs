@@ -408,3 +408,20 @@ spmd_test!(
     jobs = common::matrix_one_provider(&[8]),
     random_rma
 );
+
+/// The same checker with every accumulate on the software path (active
+/// messages applied by the target's CPU atomics), on each provider.
+#[test]
+fn random_rma_checker_software_accumulates() {
+    for provider in common::providers() {
+        for ranks in [2, 4] {
+            common::run_variant(
+                module_path!(),
+                "random_rma_checker",
+                ranks,
+                &provider,
+                &[("ONESIDED_ACCUMULATE", "software")],
+            );
+        }
+    }
+}
