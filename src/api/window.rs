@@ -1,4 +1,7 @@
-//! Windows: memory exposed for one-sided access, and the RMA operations.
+//! Windows: memory exposed for one-sided access. This file holds creation,
+//! the window state and the checks every operation shares (`access`); the
+//! operations live in the submodules (`rma`, `accumulate`, `sync`, `lock`,
+//! `pscw`, `local`, `dynamic`, `shared`, `direct`, `software`).
 
 use std::collections::HashSet;
 use std::marker::PhantomData;
@@ -8,8 +11,10 @@ mod accumulate;
 mod direct;
 mod dynamic;
 mod info;
+mod local;
 mod lock;
 mod pscw;
+mod rma;
 mod shared;
 mod software;
 mod sync;
@@ -18,12 +23,11 @@ pub use info::WindowInfo;
 pub use shared::SharedSegment;
 
 use super::element::{tag_name, Element};
-use super::request::Request;
 use super::world::World;
 use crate::epoch::{Prepare, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
-use crate::transport::{Completion, InFlight, Memory, Registration, RemoteAddr};
+use crate::transport::{Completion, Memory, Registration, RemoteAddr};
 use crate::window::directory::{self, Descriptor, ENTRY_BYTES, FLAG_DYNAMIC};
 
 /// Counters of one window.
@@ -222,53 +226,7 @@ impl<'a, T: Element> Window<'a, T> {
         Ok(Self::remote(&d, disp * std::mem::size_of::<T>()))
     }
 
-    // ---- local access -------------------------------------------------
-
-    /// Copies local window elements starting at `disp` into `out`.
-    pub fn local_read(&self, disp: usize, out: &mut [T]) -> Result<()> {
-        self.alive("local_read")?;
-        if self.is_dynamic() {
-            return self.own_region(disp, out.len(), |m, off| {
-                m.read(off, bytemuck::cast_slice_mut(out))
-            });
-        }
-        let off = self.local_range(disp, out.len())?;
-        self.mem.read(off, bytemuck::cast_slice_mut(out))
-    }
-
-    /// Copies `data` into the local window at `disp`.
-    pub fn local_write(&self, disp: usize, data: &[T]) -> Result<()> {
-        self.alive("local_write")?;
-        if self.is_dynamic() {
-            return self.own_region(disp, data.len(), |m, off| {
-                m.write(off, bytemuck::cast_slice(data))
-            });
-        }
-        let off = self.local_range(disp, data.len())?;
-        self.mem.write(off, bytemuck::cast_slice(data))
-    }
-
-    /// A copy of the whole local window.
-    pub fn local_to_vec(&self) -> Result<Vec<T>> {
-        let mut v = vec![T::zeroed(); self.len];
-        self.local_read(0, &mut v)?;
-        Ok(v)
-    }
-
-    fn local_range(&self, disp: usize, n: usize) -> Result<usize> {
-        match disp.checked_add(n) {
-            Some(end) if end <= self.len => Ok(disp * std::mem::size_of::<T>()),
-            _ => Err(Error::OutOfWindow {
-                window: self.id,
-                rank: self.world.rank(),
-                offset: disp,
-                len: n,
-                window_len: self.len,
-            }),
-        }
-    }
-
-    // ---- RMA ------------------------------------------------------------
+    // ---- validation shared by the operations (local.rs, rma.rs, ...) ------
 
     fn alive(&self, op: &'static str) -> Result<()> {
         if self.freed {
@@ -419,109 +377,6 @@ impl<'a, T: Element> Window<'a, T> {
             addr: d.base.wrapping_add(off as u64),
             key: d.key,
         }
-    }
-
-    fn mark_dirty(&self, rank: usize) {
-        if rank != self.world.rank() && self.world.transport_props().ordered_raw {
-            if let Ok(mut d) = self.dirty.lock() {
-                d.insert(rank);
-            }
-        }
-    }
-
-    /// Writes `data` to `rank`'s window at element `disp`. Returns when `data`
-    /// may be reused; the data is visible at the target after a flush or the
-    /// end of the epoch.
-    pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
-        let (off, d) = self.access("put", rank, disp, data.len())?;
-        let bytes: &[u8] = bytemuck::cast_slice(data);
-        if rank == self.world.rank() && !self.is_dynamic() {
-            return self.mem.write(off, bytes);
-        }
-        if let Some(m) = self.direct(rank, &d)? {
-            return m.write(off, bytes);
-        }
-        self.mark_dirty(rank);
-        self.world
-            .transport()
-            .put(rank, bytes, Self::remote(&d, off))
-    }
-
-    /// Reads `out.len()` elements from `rank`'s window at element `disp`.
-    /// Returns when the data is in `out`.
-    pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
-        let (off, d) = self.access("get", rank, disp, out.len())?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        if rank == self.world.rank() && !self.is_dynamic() {
-            return self.mem.read(off, bytes);
-        }
-        if let Some(m) = self.direct(rank, &d)? {
-            return m.read(off, bytes);
-        }
-        self.world
-            .transport()
-            .get(rank, bytes, Self::remote(&d, off))
-    }
-
-    /// Starts writing `data` to `rank`'s window at `disp`; the request owns
-    /// `data` until it completes locally.
-    pub fn rput<B>(&self, rank: usize, disp: usize, mut data: B) -> Result<Request<'_, B>>
-    where
-        B: AsMut<[T]> + Send + 'static,
-    {
-        let n = data.as_mut().len();
-        let (off, d) = self.access("rput", rank, disp, n)?;
-        let what = format!(
-            "rput of {n} {} to rank {rank} (window {})",
-            T::NAME,
-            self.id
-        );
-        let direct = self.direct(rank, &d)?;
-        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
-            let mem = direct.as_deref().unwrap_or(&self.mem);
-            mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
-            return Ok(Request::new(
-                self.world.transport(),
-                InFlight::new(data, None),
-                what,
-            ));
-        }
-        self.mark_dirty(rank);
-        let f = InFlight::new(data, Some(self.outstanding.clone()));
-        self.world
-            .transport()
-            .put_async(rank, &f, Self::remote(&d, off))?;
-        Ok(Request::new(self.world.transport(), f, what))
-    }
-
-    /// Starts reading into `buf` from `rank`'s window at `disp`; the request
-    /// owns `buf` and gives it back, filled, from `wait`.
-    pub fn rget<B>(&self, rank: usize, disp: usize, mut buf: B) -> Result<Request<'_, B>>
-    where
-        B: AsMut<[T]> + Send + 'static,
-    {
-        let n = buf.as_mut().len();
-        let (off, d) = self.access("rget", rank, disp, n)?;
-        let what = format!(
-            "rget of {n} {} from rank {rank} (window {})",
-            T::NAME,
-            self.id
-        );
-        let direct = self.direct(rank, &d)?;
-        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
-            let mem = direct.as_deref().unwrap_or(&self.mem);
-            mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
-            return Ok(Request::new(
-                self.world.transport(),
-                InFlight::new(buf, None),
-                what,
-            ));
-        }
-        let f = InFlight::new(buf, Some(self.outstanding.clone()));
-        self.world
-            .transport()
-            .get_async(rank, &f, Self::remote(&d, off))?;
-        Ok(Request::new(self.world.transport(), f, what))
     }
 }
 

@@ -1,0 +1,114 @@
+//! The RMA data operations: `put`, `get`, and the request-based `rput` and
+//! `rget`, to a peer through the transport, to a node-local peer through its
+//! mapping, or to oneself.
+
+use super::Window;
+use crate::api::element::Element;
+use crate::api::request::Request;
+use crate::error::Result;
+use crate::transport::InFlight;
+
+impl<T: Element> Window<'_, T> {
+    fn mark_dirty(&self, rank: usize) {
+        if rank != self.world.rank() && self.world.transport_props().ordered_raw {
+            if let Ok(mut d) = self.dirty.lock() {
+                d.insert(rank);
+            }
+        }
+    }
+
+    /// Writes `data` to `rank`'s window at element `disp`. Returns when `data`
+    /// may be reused; the data is visible at the target after a flush or the
+    /// end of the epoch.
+    pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
+        let (off, d) = self.access("put", rank, disp, data.len())?;
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if rank == self.world.rank() && !self.is_dynamic() {
+            return self.mem.write(off, bytes);
+        }
+        if let Some(m) = self.direct(rank, &d)? {
+            return m.write(off, bytes);
+        }
+        self.mark_dirty(rank);
+        self.world
+            .transport()
+            .put(rank, bytes, Self::remote(&d, off))
+    }
+
+    /// Reads `out.len()` elements from `rank`'s window at element `disp`.
+    /// Returns when the data is in `out`.
+    pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
+        let (off, d) = self.access("get", rank, disp, out.len())?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        if rank == self.world.rank() && !self.is_dynamic() {
+            return self.mem.read(off, bytes);
+        }
+        if let Some(m) = self.direct(rank, &d)? {
+            return m.read(off, bytes);
+        }
+        self.world
+            .transport()
+            .get(rank, bytes, Self::remote(&d, off))
+    }
+
+    /// Starts writing `data` to `rank`'s window at `disp`; the request owns
+    /// `data` until it completes locally.
+    pub fn rput<B>(&self, rank: usize, disp: usize, mut data: B) -> Result<Request<'_, B>>
+    where
+        B: AsMut<[T]> + Send + 'static,
+    {
+        let n = data.as_mut().len();
+        let (off, d) = self.access("rput", rank, disp, n)?;
+        let what = format!(
+            "rput of {n} {} to rank {rank} (window {})",
+            T::NAME,
+            self.id
+        );
+        let direct = self.direct(rank, &d)?;
+        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+            let mem = direct.as_deref().unwrap_or(&self.mem);
+            mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
+            return Ok(Request::new(
+                self.world.transport(),
+                InFlight::new(data, None),
+                what,
+            ));
+        }
+        self.mark_dirty(rank);
+        let f = InFlight::new(data, Some(self.outstanding.clone()));
+        self.world
+            .transport()
+            .put_async(rank, &f, Self::remote(&d, off))?;
+        Ok(Request::new(self.world.transport(), f, what))
+    }
+
+    /// Starts reading into `buf` from `rank`'s window at `disp`; the request
+    /// owns `buf` and gives it back, filled, from `wait`.
+    pub fn rget<B>(&self, rank: usize, disp: usize, mut buf: B) -> Result<Request<'_, B>>
+    where
+        B: AsMut<[T]> + Send + 'static,
+    {
+        let n = buf.as_mut().len();
+        let (off, d) = self.access("rget", rank, disp, n)?;
+        let what = format!(
+            "rget of {n} {} from rank {rank} (window {})",
+            T::NAME,
+            self.id
+        );
+        let direct = self.direct(rank, &d)?;
+        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+            let mem = direct.as_deref().unwrap_or(&self.mem);
+            mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
+            return Ok(Request::new(
+                self.world.transport(),
+                InFlight::new(buf, None),
+                what,
+            ));
+        }
+        let f = InFlight::new(buf, Some(self.outstanding.clone()));
+        self.world
+            .transport()
+            .get_async(rank, &f, Self::remote(&d, off))?;
+        Ok(Request::new(self.world.transport(), f, what))
+    }
+}
