@@ -8,6 +8,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::transport::TransportStats;
+
 /// What [`Counters::posted`] counts.
 #[derive(Clone, Copy)]
 pub enum Kind {
@@ -30,22 +32,6 @@ pub struct Counters {
     bytes_atomic: AtomicU64,
 }
 
-/// A snapshot of [`Counters`] (fields as in `TransportStats`).
-pub struct Snapshot {
-    /// Writes posted.
-    pub writes: u64,
-    /// Reads posted.
-    pub reads: u64,
-    /// Atomics posted.
-    pub atomics: u64,
-    /// Bytes of the writes.
-    pub bytes_written: u64,
-    /// Bytes of the reads.
-    pub bytes_read: u64,
-    /// Operand bytes of the atomics.
-    pub bytes_atomic: u64,
-}
-
 impl Counters {
     /// Counts one posted operation of `bytes` bytes.
     pub fn posted(&self, kind: Kind, bytes: usize) {
@@ -58,16 +44,14 @@ impl Counters {
         moved.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    /// The counts so far.
-    pub fn snapshot(&self) -> Snapshot {
+    /// Writes the counts so far into `stats`.
+    pub fn fill(&self, stats: &mut TransportStats) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        Snapshot {
-            writes: get(&self.writes),
-            reads: get(&self.reads),
-            atomics: get(&self.atomics),
-            bytes_written: get(&self.bytes_written),
-            bytes_read: get(&self.bytes_read),
-            bytes_atomic: get(&self.bytes_atomic),
-        }
+        stats.writes = get(&self.writes);
+        stats.reads = get(&self.reads);
+        stats.atomics = get(&self.atomics);
+        stats.bytes_written = get(&self.bytes_written);
+        stats.bytes_read = get(&self.bytes_read);
+        stats.bytes_atomic = get(&self.bytes_atomic);
     }
 }

@@ -244,8 +244,7 @@ impl Transport for OfiTransport {
         let m = self.msgs.as_ref();
         let get =
             |f: fn(&msg::Messages) -> &AtomicU64| m.map_or(0, |m| f(m).load(Ordering::Relaxed));
-        let c = self.counters.snapshot();
-        TransportStats {
+        let mut stats = TransportStats {
             ops_in_flight: self
                 .ops
                 .in_flight()
@@ -257,13 +256,10 @@ impl Transport for OfiTransport {
             messages_dropped: get(|m| &m.dropped),
             op_slots: self.ops.capacity(),
             op_slots_exhausted: self.ops.exhausted(),
-            writes: c.writes,
-            reads: c.reads,
-            atomics: c.atomics,
-            bytes_written: c.bytes_written,
-            bytes_read: c.bytes_read,
-            bytes_atomic: c.bytes_atomic,
-        }
+            ..TransportStats::default()
+        };
+        self.counters.fill(&mut stats);
+        stats
     }
 
     fn props(&self) -> &TransportProps {
