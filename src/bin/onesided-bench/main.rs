@@ -17,6 +17,7 @@ mod cli;
 mod op;
 mod patterns;
 mod plot;
+mod pscw;
 mod report;
 mod stats;
 mod steps;
@@ -80,6 +81,15 @@ fn notes(world: &World, cli: &Cli) -> Vec<String> {
                     .into(),
             );
         }
+        if cli.ops.contains(&Op::PscwLat) {
+            n.push(
+                "pscw_lat raw = rank 1 writes a post count into rank 0's control window \
+                 (transport put), rank 0 polls for it, puts 8 B, flushes and fetch-adds a \
+                 complete count rank 1 polls for: the library's post message and complete \
+                 (flush + fetch-add) without the window layer"
+                    .into(),
+            );
+        }
         if cli.ops.contains(&Op::FenceLat) {
             n.push(
                 "fence_lat raw = World::barrier + transport put + flush read + World::barrier: \
@@ -111,6 +121,7 @@ fn origin(
     o.win.lock_all()?;
     aw.lock_all()?;
     let mut atom = Atomics::new(world, aw, cli.expect_wrong);
+    let mut pscw = pscw::RawPscw::new(world, ctl);
     let mut out = Outcome {
         results: Vec::new(),
         notes: notes(world, cli),
@@ -125,6 +136,7 @@ fn origin(
     let reps = cli.reps as usize;
     let step = |o: &mut Origin<'_>,
                 atom: &mut Atomics<'_, '_>,
+                pscw: &mut pscw::RawPscw<'_, '_>,
                 cmd: &mut Commander<'_, '_>,
                 op: Op,
                 mode,
@@ -134,6 +146,8 @@ fn origin(
         cmd.send(RUN, op, mode, size, iters, &[])?;
         let t = if op.atomic() {
             atom.run(op, mode, iters)?
+        } else if op == Op::PscwLat {
+            pscw.origin(o, mode, iters)?
         } else {
             o.run(op, mode, size, iters)?
         };
@@ -165,11 +179,12 @@ fn origin(
                 } else {
                     10.min(cli.max_iters)
                 };
-                step(&mut o, &mut atom, &mut cmd, op, mode, size, warm)?;
+                step(&mut o, &mut atom, &mut pscw, &mut cmd, op, mode, size, warm)?;
                 // Calibrate: grow until one call takes a twentieth of the target.
                 let mut it = 1u64;
                 let per = loop {
-                    let t = step(&mut o, &mut atom, &mut cmd, op, mode, size, it)?.as_secs_f64();
+                    let t = step(&mut o, &mut atom, &mut pscw, &mut cmd, op, mode, size, it)?
+                        .as_secs_f64();
                     if t >= cli.time / 20.0 || it >= cli.max_iters {
                         break t / it as f64;
                     }
@@ -178,7 +193,9 @@ fn origin(
                 let iters = stats::plan_iters(per, cli.time, cli.max_iters);
                 let mut per_op_us = Vec::with_capacity(reps);
                 for _ in 0..reps {
-                    let t = step(&mut o, &mut atom, &mut cmd, op, mode, size, iters)?;
+                    let t = step(
+                        &mut o, &mut atom, &mut pscw, &mut cmd, op, mode, size, iters,
+                    )?;
                     per_op_us.push(t.as_secs_f64() * 1e6 / (iters as f64 * per_iter as f64));
                 }
                 o.leave(op, mode)?;

@@ -9,11 +9,6 @@ pub const BW_WINDOW: usize = 64;
 pub const RATE_BATCH: usize = 64;
 
 /// A benchmark pattern.
-///
-/// GAP: `pscw_lat` (post/start/put/complete/wait, issue 5 §1) needs
-/// `Window::post/start/complete/wait` from branch `sync`, not in main when
-/// this was written; `benches/mpi/rma_bench.c` already has it, and
-/// `scripts/bench-vs-mpi.sh` drops it from onesided-bench's `--ops`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
@@ -50,10 +45,14 @@ pub enum Op {
     /// compare_and_swap(i64) + flush.
     #[value(name = "cas_lat")]
     CasLat,
+    /// start(1) + 8 B put + complete at rank 0 against post(0) + wait at
+    /// rank 1 (generalized active target; `pscw.rs`).
+    #[value(name = "pscw_lat")]
+    PscwLat,
 }
 
 impl Op {
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 12] = [
         Op::PutLat,
         Op::GetLat,
         Op::PutBw,
@@ -65,6 +64,7 @@ impl Op {
         Op::AccRate,
         Op::FopLat,
         Op::CasLat,
+        Op::PscwLat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -80,6 +80,7 @@ impl Op {
             Op::AccRate => "acc_rate",
             Op::FopLat => "fop_lat",
             Op::CasLat => "cas_lat",
+            Op::PscwLat => "pscw_lat",
         }
     }
 
@@ -108,7 +109,7 @@ impl Op {
 
     /// Whether the pattern runs outside the `lock_all` epoch (onesided mode).
     pub fn outside_lock_all(self) -> bool {
-        matches!(self, Op::FenceLat | Op::LockUnlockLat)
+        matches!(self, Op::FenceLat | Op::LockUnlockLat | Op::PscwLat)
     }
 
     /// Whether the pattern writes (its last value is checked at the target).
@@ -116,9 +117,10 @@ impl Op {
         !matches!(self, Op::GetLat | Op::GetBw)
     }
 
-    /// Whether the targets take part (collective synchronization).
+    /// Whether the targets take part (collective synchronization; for
+    /// `pscw_lat` only rank 1, the exposure side).
     pub fn collective(self) -> bool {
-        self == Op::FenceLat
+        matches!(self, Op::FenceLat | Op::PscwLat)
     }
 
     /// Whether the figure of merit is bandwidth.

@@ -7,6 +7,7 @@ use onesided::transport::{AtomicOp, RemoteAddr};
 use onesided::{Assert, LockType, Window, World};
 
 pub use crate::op::{Mode, Op, BW_WINDOW};
+use crate::pscw::RawPscw;
 
 /// Byte `i` (≥ 8) of every buffer; bytes 0..8 carry the operation's stamp.
 fn base(i: usize) -> u8 {
@@ -78,7 +79,7 @@ impl<'w> Origin<'w> {
     /// Raw remote completion: on providers with ordered read-after-write, if
     /// `rank` was written since the last flush, an 8-byte read of the target's window (the window layer reads its control
     /// word instead); otherwise every put was already delivery-complete.
-    fn raw_flush(&mut self, rank: usize) -> onesided::Result<()> {
+    pub fn raw_flush(&mut self, rank: usize) -> onesided::Result<()> {
         if self.ordered_raw && std::mem::take(&mut self.raw_dirty[rank]) {
             let at = self.remote(rank)?;
             let mut word = [0u8; 8];
@@ -116,7 +117,7 @@ impl<'w> Origin<'w> {
         Ok(())
     }
 
-    fn put1(&mut self, mode: Mode, rank: usize, len: usize) -> onesided::Result<()> {
+    pub fn put1(&mut self, mode: Mode, rank: usize, len: usize) -> onesided::Result<()> {
         let s = self.next_stamp(len);
         self.last_stamp[rank] = s;
         match mode {
@@ -244,9 +245,9 @@ impl<'w> Origin<'w> {
                     }
                     Mode::Raw => self.raw_lock_unlock()?,
                 },
-                Op::AccLat | Op::AccRate | Op::FopLat | Op::CasLat => {
+                Op::AccLat | Op::AccRate | Op::FopLat | Op::CasLat | Op::PscwLat => {
                     return Err(onesided::Error::InvalidArgument(format!(
-                        "{} runs on the atomic windows",
+                        "{} runs in atomics.rs / pscw.rs",
                         op.name()
                     )))
                 }
@@ -273,11 +274,16 @@ impl<'w> Origin<'w> {
 pub fn target_run(
     world: &World,
     win: &Window<'_, u8>,
+    pscw: &mut RawPscw<'_, '_>,
     op: Op,
     mode: Mode,
     iters: u64,
 ) -> onesided::Result<()> {
-    if op.collective() {
+    if op == Op::PscwLat {
+        if world.rank() == 1 {
+            pscw.target(win, mode, iters)?;
+        }
+    } else if op.collective() {
         for _ in 0..iters {
             match mode {
                 Mode::Onesided => {

@@ -9,10 +9,12 @@ use onesided::{Window, World};
 
 use crate::atomics::AtomicWindows;
 use crate::patterns::{expected, target_run, Mode, Op};
+use crate::pscw::RawPscw;
 use crate::Outcome;
 
-/// Words of the control window: seq, kind, op, size, iters, mode, stamp | failures.
-pub const CTL_WORDS: usize = 8;
+/// Words of the control window: seq, kind, op, size, iters, mode, stamp | failures,
+/// then the raw PSCW counters (`pscw.rs`).
+pub const CTL_WORDS: usize = 10;
 const FAILURES_WORD: usize = 7;
 
 pub const RUN: u64 = 1;
@@ -106,6 +108,7 @@ pub fn target(
 ) -> Result<bool, Box<dyn Error>> {
     let mut last = 0u64;
     let mut failures = 0u64;
+    let mut pscw = RawPscw::new(world, ctl);
     loop {
         world.barrier()?;
         let mut w = [0u64; 7];
@@ -118,7 +121,7 @@ pub fn target(
         let mode = if w[5] == 1 { Mode::Raw } else { Mode::Onesided };
         let (size, iters, stamp) = (w[3] as usize, w[4], w[6]);
         match w[1] {
-            RUN => target_run(world, &win, op, mode, iters)?,
+            RUN => target_run(world, &win, &mut pscw, op, mode, iters)?,
             VERIFY if stamp != 0 && op.atomic() => {
                 if let Err(e) = aw.check(op, stamp)? {
                     failures += 1;
