@@ -218,3 +218,76 @@ fn bench_needs_two_ranks() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 2 ranks"));
 }
+
+fn sync_cmd(extra: &[&str]) -> Command {
+    let mut cmd = Command::new(common::onesided_run());
+    cmd.args(["-n", "3", "--provider", "tcp", BENCH])
+        .args(["--ops", "pscw_lat,msg_rate", "--reps", "1"])
+        .args(["--time", "0.01", "--max-iters", "100", "--json", "--raw"])
+        .args(extra)
+        .env_remove("ONESIDED_PROVIDER");
+    cmd
+}
+
+/// `pscw_lat` (rank 1 posts and waits, rank 2 sits it out) and `msg_rate`
+/// (puts spread over ranks 1 and 2) on 3 ranks, through the window layer
+/// and raw: results present and every target holds the last value written
+/// (rank 1 after PSCW, both targets after msg_rate).
+#[test]
+fn bench_tcp_pscw_and_msg_rate_three_ranks() {
+    let doc = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bench-pscw-{}.json", std::process::id()));
+    let doc_arg = doc.to_string_lossy().into_owned();
+    let out = common::run_with_limit(
+        sync_cmd(&["--json-file", &doc_arg]),
+        Duration::from_secs(90),
+    );
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "onesided-bench failed:\n{}",
+        out.tail(30)
+    );
+    let lines = json_lines(&out.stdout);
+    for op in ["pscw_lat", "msg_rate"] {
+        for mode in ["onesided", "raw"] {
+            let r = result(&lines, op, mode, 8)
+                .unwrap_or_else(|| panic!("no {op} {mode} in\n{}", out.stdout));
+            let lat = r["lat_us"].as_f64().expect("lat_us");
+            assert!(lat > 0.0 && lat.is_finite(), "{op} {mode}: {lat}");
+        }
+    }
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .expect("check line");
+    assert_eq!(check["check"], "ok", "{}", out.stdout);
+    // The whole document lists what was checked.
+    let text = std::fs::read_to_string(&doc).expect("read --json-file");
+    for label in [
+        "pscw_lat 8 onesided: last value at rank 1",
+        "pscw_lat 8 raw: last value at rank 1",
+        "msg_rate 8 onesided: last value at rank 2",
+        "msg_rate 8 raw: last value at rank 2",
+    ] {
+        assert!(text.contains(label), "{label} not in {text}");
+    }
+}
+
+/// Negative control: with `--expect-wrong` the PSCW target must report the
+/// wrong last value in both modes.
+#[test]
+fn bench_pscw_check_detects_wrong_data() {
+    let out = common::run_with_limit(sync_cmd(&["--expect-wrong"]), Duration::from_secs(90));
+    let status = out.status.expect("onesided-bench did not finish");
+    assert!(!status.success(), "check passed:\n{}", out.tail(20));
+    let lines = json_lines(&out.stdout);
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
+    let text = check.to_string();
+    for mode in ["onesided", "raw"] {
+        let label = format!("pscw_lat 8 {mode}: rank 1 holds the wrong last value");
+        assert!(text.contains(&label), "{label} not in {text}");
+    }
+}
