@@ -3,8 +3,8 @@
  * MPI-3 RMA, so MPICH and Open MPI can be measured beside onesided with the
  * same method and the same output (scripts/bench-vs-mpi.sh).
  *
- * Exactly 2 ranks: rank 0 is the origin and the only rank that times, rank 1
- * the target. Every measurement is one step: rank 0 broadcasts (op, size,
+ * 2 or more ranks: rank 0 is the origin and the only rank that times, rank 1
+ * the target; ranks 2.. take part only in msg_rate (as targets) and fence. Every measurement is one step: rank 0 broadcasts (op, size,
  * iters), times the loop, and both enter MPI_Barrier (rank 1 waits there,
  * which drives target-side progress). Passive-target patterns run inside one
  * MPI_Win_lock_all epoch on a window from MPI_Win_allocate.
@@ -15,7 +15,8 @@
  *   acc_rate               1024 x that accumulate, one flush (million ops/s)
  *   fop_lat                MPI_Fetch_and_op(SUM, MPI_INT64_T) + flush
  *   cas_lat                MPI_Compare_and_swap(MPI_INT64_T) + flush
- *   msg_rate               64 x 8 B put to rank 1, MPI_Win_flush_all
+ *   msg_rate               max(64, n-1) x 8 B put round-robin over ranks 1..n-1,
+ *                          MPI_Win_flush_all
  *   lock_unlock_lat        MPI_Win_lock(EXCLUSIVE, 1) + 8 B put + unlock
  *   fence_lat              fence + 8 B put + fence (both ranks)
  *   pscw_lat               start/8 B put/complete against post/wait
@@ -62,7 +63,7 @@ static const char *names[NOPS] = {"put_lat", "get_lat", "put_bw", "get_bw", "acc
 #define ATOMIC_AREA 64
 enum { STEP = 1, STOP = 2 };
 
-static int rank;
+static int rank, nranks;
 static MPI_Win wp, wl, wa; /* passive, lock, active windows */
 static char *pbase, *lbase, *abase;
 static size_t data_bytes; /* data area of the passive window */
@@ -194,11 +195,13 @@ static void run(int op, size_t size, long iters, uint64_t *seq)
             count++;
             break;
         }
-        case MSG_RATE:
-            for (int k = 0; k < RATE_BATCH; k++)
-                MPI_Put(obuf, 8, MPI_BYTE, 1, 0, 8, MPI_BYTE, wp);
+        case MSG_RATE: {
+            int puts = RATE_BATCH > nranks - 1 ? RATE_BATCH : nranks - 1;
+            for (int k = 0; k < puts; k++)
+                MPI_Put(obuf, 8, MPI_BYTE, 1 + k % (nranks - 1), 0, 8, MPI_BYTE, wp);
             MPI_Win_flush_all(wp);
             break;
+        }
         case LOCK_UNLOCK_LAT: {
             int64_t v = i + 1;
             MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, wl);
@@ -228,6 +231,8 @@ static void run(int op, size_t size, long iters, uint64_t *seq)
 static int target_step(int op, long iters)
 {
     int64_t v = -1;
+    if (op == PSCW_LAT && rank != 1)
+        return 0; /* only rank 1 is in the exposure group */
     if (op == FENCE_LAT || op == PSCW_LAT) {
         for (long i = 0; i < iters; i++) {
             if (op == FENCE_LAT) {
@@ -239,7 +244,7 @@ static int target_step(int op, long iters)
             }
         }
         memcpy(&v, abase, 8); /* local access after the epoch closed */
-        return v != iters;
+        return rank == 1 && v != iters;
     }
     return 0;
 }
@@ -270,7 +275,7 @@ static int per_iter(int op)
     case ACC_RATE:
         return ACC_BATCH;
     case MSG_RATE:
-        return RATE_BATCH;
+        return RATE_BATCH > nranks - 1 ? RATE_BATCH : nranks - 1;
     default:
         return 1;
     }
@@ -415,14 +420,14 @@ static long target(void)
         if (cmd[0] == STOP)
             break;
         if (target_step((int)cmd[1], cmd[3])) {
-            fprintf(stderr, "rank 1: after %s: wrong last value\n", names[cmd[1]]);
+            fprintf(stderr, "rank %d: after %s: wrong last value\n", rank, names[cmd[1]]);
             failures++;
         }
         if (cmd[1] == LOCK_UNLOCK_LAT)
             last_lock = cmd[3];
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    if (last_lock) {
+    if (last_lock && rank == 1) {
         int64_t v;
         MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, wl);
         memcpy(&v, lbase, 8);
@@ -467,6 +472,7 @@ int main(int argc, char **argv)
     int n;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
+    nranks = n;
     parse_sizes("8,1K,64K,1M");
     int bad = 0;
     for (int i = 1; i < argc; i++) {
@@ -493,10 +499,10 @@ int main(int argc, char **argv)
             bad = 1;
         i++;
     }
-    if (bad || n != 2) {
+    if (bad || n < 2) {
         if (rank == 0)
             fprintf(stderr, "usage: mpirun -n 2 %s [-o ops] [-x ops] [-s 8,1K,1M] [-r reps] "
-                            "[-T secs] [-N max_iters] [-l label]  (exactly 2 ranks)\n",
+                            "[-T secs] [-N max_iters] [-l label]  (2 or more ranks)\n",
                     argv[0]);
         MPI_Finalize();
         return 2;
