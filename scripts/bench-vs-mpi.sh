@@ -7,30 +7,39 @@
 #   ompi          Open MPI default (osc/rdma over btl/vader); cas_lat skipped:
 #                 MPI_Compare_and_swap segfaults there in 4.1.4 (ompi#11349)
 #   ompi-ucx-tcp  Open MPI --mca osc ucx --mca pml ucx, UCX_TLS=tcp,self
+#   ompi-pt2pt-tcp Open MPI --mca osc pt2pt --mca pml ob1 --mca btl tcp,self
+#                 (queues small operations and ships them at the flush:
+#                 the reference of issue 5 §3b)
 #   onesided      onesided-bench --raw under onesided-run, default settings
 #   onesided-tcp  ONESIDED_SHM=0 ONESIDED_PROVIDER=tcp
 #   onesided-shm  ONESIDED_SHM=0 ONESIDED_PROVIDER=shm
 #
-# then prints ONE table (benches/mpi/table.py): per pattern and size each
-# system's median µs per operation, onesided / best MPI and onesided / raw.
+# BVM_RUNS times, interleaved (A B C … A B C …, so slow drifts of the
+# machine hit every system alike), then prints ONE table
+# (benches/mpi/table.py): per pattern and size each system's median of the
+# per-run medians (µs per operation) with the spread of the runs,
+# onesided / best MPI and onesided / raw, and the verdict on every target of
+# issue 5 §3 / §3b. The load (uptime) is printed at the start and the end.
 #
 # Installs what it needs if missing (mpich, libmpich-dev, openmpi-bin,
 # libopenmpi-dev; sudo when not root), builds benches/mpi/rma_bench.c with
 # mpicc.mpich and mpicc.openmpi and onesided in release mode.
 #
 # Knobs (environment):
-#   BVM_TIME=0.1     seconds per repetition     BVM_REPS=3     repetitions
+#   BVM_RUNS=3       runs of every system (interleaved); the table reports
+#                    the median of the run medians and their min–max
+#   BVM_TIME=0.1     seconds per repetition     BVM_REPS=3     repetitions per run
 #   BVM_SIZES=8,1K,64K,1M                        BVM_MAX_ITERS=10000
 #   BVM_OPS=<all>    comma list of patterns      BVM_SYSTEMS=<all> comma list
 #   BVM_TIMEOUT=600  seconds per system (a run is killed then)          BVM_PIN=1 (0: no pinning)
 #   BVM_OUT=$CARGO_TARGET_DIR/bench-vs-mpi (else target/bench-vs-mpi)
-# The default run takes about 5 minutes; BVM_TIME=0.5 BVM_REPS=5
+# See docs/performance.md for how long a run takes; BVM_TIME=0.5 BVM_REPS=5
 # BVM_SIZES=8,64,1K,4K,64K,256K,1M,4M is the long run.
 #
 # Options:
-#   --quick          BVM_TIME=0.01 BVM_REPS=1 BVM_SIZES=8,64K (a smoke run)
+#   --quick          BVM_TIME=0.01 BVM_REPS=1 BVM_RUNS=1 BVM_SIZES=8,64K (a smoke run)
 #   --dry-run DIR    no install, build or run: only print the table of the
-#                    NAME.jsonl files already in DIR (used by tests/bench_vs_mpi.rs)
+#                    NAME[.rK].jsonl files already in DIR (used by tests/bench_vs_mpi.rs)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,7 +56,7 @@ case "${1:-}" in
     exec python3 benches/mpi/table.py "$2"
     ;;
 --quick)
-    : "${BVM_TIME:=0.01}" "${BVM_REPS:=1}" "${BVM_SIZES:=8,64K}"
+    : "${BVM_TIME:=0.01}" "${BVM_REPS:=1}" "${BVM_RUNS:=1}" "${BVM_SIZES:=8,64K}"
     shift
     ;;
 "") ;;
@@ -57,6 +66,8 @@ esac
 
 time_s=${BVM_TIME:-0.1}
 reps=${BVM_REPS:-3}
+runs=${BVM_RUNS:-3}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || die "BVM_RUNS must be a positive integer, not '$runs'"
 sizes=${BVM_SIZES:-8,1K,64K,1M}
 max_iters=${BVM_MAX_ITERS:-10000}
 timeout_s=${BVM_TIMEOUT:-600}
@@ -65,7 +76,7 @@ all_ops=put_lat,get_lat,put_bw,get_bw,acc_lat,acc_rate,fop_lat,cas_lat,msg_rate,
 ops=${BVM_OPS:-$all_ops}
 target=${CARGO_TARGET_DIR:-target}
 out=${BVM_OUT:-$target/bench-vs-mpi}
-IFS=, read -r -a systems <<<"${BVM_SYSTEMS:-mpich,mpich-tcp,ompi,ompi-ucx-tcp,onesided,onesided-tcp,onesided-shm}"
+IFS=, read -r -a systems <<<"${BVM_SYSTEMS:-mpich,mpich-tcp,ompi,ompi-ucx-tcp,ompi-pt2pt-tcp,onesided,onesided-tcp,onesided-shm}"
 
 # ---- install what is missing ----------------------------------------------
 need=()
@@ -91,9 +102,7 @@ cargo build --release --bin onesided-bench --bin onesided-run
 
 # ---- run ---------------------------------------------------------------------
 mpi_args=(-o "$ops" -s "$sizes" -r "$reps" -T "$time_s" -N "$max_iters")
-# onesided-bench has no pscw_lat yet (PSCW lands with branch `sync`).
-os_ops=$(tr , '\n' <<<"$ops" | grep -vx pscw_lat | paste -sd, -)
-os_args=(--raw --json --ops "$os_ops" --sizes "$sizes" --reps "$reps" --time "$time_s" --max-iters "$max_iters")
+os_args=(--raw --json --ops "$ops" --sizes "$sizes" --reps "$reps" --time "$time_s" --max-iters "$max_iters")
 ompi=(mpirun.openmpi -n 2 --mca oob_tcp_if_include lo)
 [[ $(id -u) -ne 0 ]] || ompi+=(--allow-run-as-root)
 mpich=(mpirun.mpich -n 2)
@@ -108,6 +117,7 @@ else
     mpich+=(-bind-to none)
     os_pin=()
 fi
+pt2pt=(--mca osc pt2pt --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 ucx=(--mca osc ucx --mca pml ucx --mca opal_common_ucx_tls any --mca opal_common_ucx_devices any)
 osrun=("$target/release/onesided-run" -n 2 --timeout "$timeout_s")
 osbench=("${os_pin[@]}" "$target/release/onesided-bench" "${os_args[@]}")
@@ -128,6 +138,9 @@ run_system() {
         "${ompi[@]}" "${ucx[@]}" -x UCX_TLS=tcp,self \
             "$out/rma_bench.ompi" "${mpi_args[@]}" -l "$name"
         ;;
+    ompi-pt2pt-tcp)
+        "${ompi[@]}" "${pt2pt[@]}" "$out/rma_bench.ompi" "${mpi_args[@]}" -l "$name"
+        ;;
     onesided) env -u ONESIDED_SHM -u ONESIDED_PROVIDER "${osrun[@]}" "${osbench[@]}" ;;
     onesided-tcp) ONESIDED_SHM=0 ONESIDED_PROVIDER=tcp "${osrun[@]}" "${osbench[@]}" ;;
     onesided-shm) ONESIDED_SHM=0 ONESIDED_PROVIDER=shm "${osrun[@]}" "${osbench[@]}" ;;
@@ -138,28 +151,30 @@ run_system() {
     esac
 }
 
-echo "bench-vs-mpi: $(date -u +%FT%TZ), loadavg $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cpus;" \
+echo "bench-vs-mpi: $(date -u +%FT%TZ), $(nproc) cpus; $runs runs of ${#systems[@]} systems," \
     "time/rep ${time_s}s, reps $reps, sizes $sizes; results in $out/"
+echo "start: $(date -u +%T) uptime: $(uptime)" | tee "$out/session.txt"
+session_start=$SECONDS
 # Runs one system in its own process group: rank 0's JSON lines to
-# NAME.jsonl, everything else to NAME.err. Once the check line is there the
+# NAME.rK.jsonl (run K), everything else to NAME.rK.err. Once the check line is there the
 # measurement is complete; a run that then does not exit within 20 s (MPICH
 # ch4:ucx over tcp sometimes hangs in MPI_Finalize under load) is killed and
 # its results kept.
 run_guarded() {
-    local s=$1 start=$SECONDS done_at="" pid
-    setsid bash -c "$(declare -f run_system); $(declare -p mpich ompi ucx osrun osbench mpi_args out); run_system $s" \
-        >"$out/$s.jsonl" 2>"$out/$s.err" &
+    local s=$1 f=$1.r$2 start=$SECONDS done_at="" pid
+    setsid bash -c "$(declare -f run_system); $(declare -p mpich ompi ucx pt2pt osrun osbench mpi_args out); run_system $s" \
+        >"$out/$f.jsonl" 2>"$out/$f.err" &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
-        if [[ -z $done_at ]] && grep -qs '"type":"check"' "$out/$s.jsonl"; then
+        if [[ -z $done_at ]] && grep -qs '"type":"check"' "$out/$f.jsonl"; then
             done_at=$SECONDS
         fi
         if [[ -n $done_at ]] && ((SECONDS - done_at > 20)); then
-            echo "   $s: results complete, no exit 20 s later (finalize hang): killed" | tee -a "$out/$s.err" >&2
+            echo "   $f: results complete, no exit 20 s later (finalize hang): killed" | tee -a "$out/$f.err" >&2
             break
         fi
         if ((SECONDS - start > timeout_s)); then
-            echo "   $s: timed out after ${timeout_s}s: killed" | tee -a "$out/$s.err" >&2
+            echo "   $f: timed out after ${timeout_s}s: killed" | tee -a "$out/$f.err" >&2
             break
         fi
         sleep 1
@@ -170,15 +185,18 @@ run_guarded() {
         kill -KILL -- "-$pid" 2>/dev/null || true
     fi
     if ! wait "$pid" && [[ -z $done_at ]]; then
-        echo "   $s failed (see $out/$s.err):" >&2
-        tail -n 5 "$out/$s.err" >&2 || true
+        echo "   $f failed (see $out/$f.err):" >&2
+        tail -n 5 "$out/$f.err" >&2 || true
     fi
 }
 
-for s in "${systems[@]}"; do
-    echo "== $s ($(date -u +%T), loadavg $(cut -d' ' -f1-3 /proc/loadavg))"
-    run_guarded "$s"
+for ((k = 1; k <= runs; k++)); do
+    for s in "${systems[@]}"; do
+        echo "== run $k/$runs $s ($(date -u +%T), loadavg $(cut -d' ' -f1-3 /proc/loadavg))"
+        run_guarded "$s" "$k"
+    done
 done
+echo "end: $(date -u +%T) uptime: $(uptime); $((SECONDS - session_start)) s for $runs runs" | tee -a "$out/session.txt"
 echo
 python3 benches/mpi/table.py "$out" | tee "$out/table.md"
 exit "${PIPESTATUS[0]}"
