@@ -19,7 +19,9 @@
 # (benches/mpi/table.py): per pattern and size each system's median of the
 # per-run medians (µs per operation) with the spread of the runs,
 # onesided / best MPI and onesided / raw, and the verdict on every target of
-# issue 5 §3 / §3b. The load (uptime) is printed at the start and the end.
+# issue 5 §3 / §3b (also in $out/table.md), and plots it (one line per
+# system, `onesided-bench --plot-from`) into $out/bench-vs-mpi.svg. The load
+# (uptime) is printed at the start and the end.
 #
 # Installs what it needs if missing (mpich, libmpich-dev, openmpi-bin,
 # libopenmpi-dev; sudo when not root), builds benches/mpi/rma_bench.c with
@@ -199,4 +201,13 @@ done
 echo "end: $(date -u +%T) uptime: $(uptime); $((SECONDS - session_start)) s for $runs runs" | tee -a "$out/session.txt"
 echo
 python3 benches/mpi/table.py "$out" | tee "$out/table.md"
-exit "${PIPESTATUS[0]}"
+status=${PIPESTATUS[0]}
+# The plot: one line per system (latency and bandwidth versus size, every
+# pattern at 8 B), from the same files.
+if "$target/release/onesided-bench" --plot-from "$out" --plot "$out/bench-vs-mpi.svg"; then
+    echo "table: $out/table.md  plot: $out/bench-vs-mpi.svg"
+else
+    echo "bench-vs-mpi: the plot failed" >&2
+    status=1
+fi
+exit "$status"

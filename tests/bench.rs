@@ -238,8 +238,10 @@ fn bench_tcp_pscw_and_msg_rate_three_ranks() {
     let doc = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("bench-pscw-{}.json", std::process::id()));
     let doc_arg = doc.to_string_lossy().into_owned();
+    let svg = doc.with_extension("svg");
+    let svg_arg = svg.to_string_lossy().into_owned();
     let out = common::run_with_limit(
-        sync_cmd(&["--json-file", &doc_arg]),
+        sync_cmd(&["--json-file", &doc_arg, "--plot", &svg_arg]),
         Duration::from_secs(90),
     );
     assert!(
@@ -270,6 +272,12 @@ fn bench_tcp_pscw_and_msg_rate_three_ranks() {
         "msg_rate 8 raw: last value at rank 2",
     ] {
         assert!(text.contains(label), "{label} not in {text}");
+    }
+    // The plot's 8-byte panel carries the unsized patterns.
+    let plot = std::fs::read_to_string(&svg).expect("read --plot");
+    assert!(plot.starts_with("<svg") && plot.contains("8-byte patterns"));
+    for op in ["pscw_lat", "msg_rate"] {
+        assert!(plot.contains(op), "{op} not in the plot");
     }
 }
 

@@ -165,6 +165,54 @@ fn targets_not_measured_without_their_columns() {
     assert!(!out.stdout.contains("ompi-pt2pt-tcp |"), "{}", out.stdout);
 }
 
+/// `onesided-bench --plot-from DIR --plot F.svg` (what the script runs after
+/// the table): an SVG with one entry per system and the 8-byte panel; a
+/// directory without results is an error, not an empty plot.
+#[test]
+fn plot_from_canned_runs() {
+    let dir = scratch("bvm-plot");
+    let svg = dir.join("bvm.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_onesided-bench"))
+        .arg("--plot-from")
+        .arg(canned_runs())
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .expect("run onesided-bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).expect("read the SVG");
+    assert!(text.starts_with("<svg"), "{}", &text[..text.len().min(200)]);
+    for want in [
+        "put_lat ompi",
+        "put_bw onesided-tcp",
+        "get_lat onesided-tcp",
+        "ompi-pt2pt-tcp",
+        "8-byte patterns",
+        "lock_unlock_lat",
+        "acc_rate",
+    ] {
+        assert!(text.contains(want), "{want} not in the SVG");
+    }
+    let empty = scratch("bvm-plot-empty");
+    let out = Command::new(env!("CARGO_BIN_EXE_onesided-bench"))
+        .arg("--plot-from")
+        .arg(&empty)
+        .arg("--plot")
+        .arg(empty.join("x.svg"))
+        .output()
+        .expect("run onesided-bench");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no results in"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A system whose check failed, or that printed no results, makes the table
 /// say so and the script fail.
 #[test]

@@ -47,6 +47,10 @@ pub struct Cli {
     /// Write latency and bandwidth versus size as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// No benchmark: plot the JSON lines of a `scripts/bench-vs-mpi.sh` run
+    /// (DIR/NAME[.rK].jsonl), one line per system, into the `--plot` file.
+    #[arg(long, value_name = "DIR", requires = "plot")]
+    pub plot_from: Option<PathBuf>,
     /// Also run every pattern directly on the transport (no window layer).
     #[arg(long)]
     pub raw: bool,

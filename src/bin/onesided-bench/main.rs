@@ -5,6 +5,7 @@
 //!     onesided-run -n 2 target/release/onesided-bench [--raw] [--ops put_lat,get_lat] \
 //!         [--sizes 8,1K,1M] [--reps 5] [--time 0.5] [--max-iters 10000] \
 //!         [--json] [--json-file F.json] [--plot F.svg]
+//!     target/release/onesided-bench --plot-from DIR --plot F.svg   # a bench-vs-mpi run
 //!
 //! Rank 0 is the origin and the only rank that times; every other rank is a
 //! target that waits in `World::barrier` (driving progress) while rank 0
@@ -17,6 +18,7 @@ mod cli;
 mod op;
 mod patterns;
 mod plot;
+mod plot_from;
 mod pscw;
 mod report;
 mod stats;
@@ -312,6 +314,18 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if let (Some(dir), Some(svg)) = (&cli.plot_from, &cli.plot) {
+        let written = plot_from::plot(dir).and_then(|p| {
+            plot::write(svg, &p).map_err(|e| format!("{}: {e}", svg.display()).into())
+        });
+        return match written {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("onesided-bench --plot-from: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(&cli) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -249,7 +249,7 @@ pub fn emit(cli: &Cli, head: Header, out: Outcome) -> Result<bool, Box<dyn Error
             "onesided-bench — {} — {} — loadavg {} — {} cpus",
             doc.header.provider, doc.header.date, doc.header.loadavg, doc.header.cpus
         );
-        plot::write(path, &caption, &doc.results)
+        plot::write(path, &plot::from_records(&caption, &doc.results))
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(ok)
