@@ -77,8 +77,13 @@ def fmt(v):
     return f"{v:.3f}"
 
 
+def fmt_ratio(v):
+    """Two decimals, or two significant digits below 0.1 (0.0062, not 0.01)."""
+    return f"{v:.2f}" if v >= 0.1 else f"{v:.2g}"
+
+
 def ratio(a, b):
-    return f"{a / b:.2f}" if a is not None and b else "—"
+    return fmt_ratio(a / b) if a is not None and b else "—"
 
 
 def size_name(n):
@@ -232,7 +237,7 @@ def print_targets(S):
             v = mine / ref if kind == "time" else ref / mine
             ok = v <= limit if kind == "time" else v >= limit
             verdict = "met" if ok else "MISSED"
-            value = f"{v:.2f}"
+            value = fmt_ratio(v)
         counts[verdict] += 1
         cmp = "≤" if kind == "time" else "≥"
         print(f"| {sec} | {what} | {fmt(mine)} | {fmt(ref)} | {value} | {cmp} {limit:g} | {verdict} |")
