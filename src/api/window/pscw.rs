@@ -29,6 +29,10 @@ use crate::transport::am::kind as am_kind;
 use crate::transport::{AtomicOp, RemoteAddr};
 use crate::window::directory;
 
+/// How long a PSCW wait only yields the core between progress calls before
+/// it starts sleeping: a matching call on the peer usually follows within
+/// microseconds (one message), so the handshake must not pay a sleep.
+const SPIN: Duration = Duration::from_millis(1);
 const FIRST_SLEEP: Duration = Duration::from_micros(1);
 const MAX_SLEEP: Duration = Duration::from_micros(200);
 
@@ -138,8 +142,10 @@ impl<T: Element> Window<'_, T> {
         })
     }
 
-    /// Drives progress with bounded backoff until `done` is true or the
-    /// configured timeout passes.
+    /// Drives progress until `done` is true or the configured timeout
+    /// passes: yielding the core for the first [`SPIN`] (a waiting peer
+    /// costs one wake-up, not a sleep), then sleeping with bounded backoff
+    /// so a long wait does not burn a core.
     fn poll_until(
         &self,
         mut done: impl FnMut() -> Result<bool>,
@@ -161,8 +167,12 @@ impl<T: Element> Window<'_, T> {
                 }
             }
             t.progress()?;
-            std::thread::sleep(sleep);
-            sleep = (sleep * 2).min(MAX_SLEEP);
+            if start.elapsed() < SPIN {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(sleep);
+                sleep = (sleep * 2).min(MAX_SLEEP);
+            }
         }
     }
 
