@@ -3,8 +3,9 @@
 //! operations live in the submodules (`rma`, `accumulate`, `sync`, `lock`,
 //! `pscw`, `local`, `dynamic`, `shared`, `direct`, `software`).
 
-use std::collections::HashSet;
 use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod accumulate;
@@ -24,11 +25,14 @@ pub use shared::SharedSegment;
 
 use super::element::{tag_name, Element};
 use super::world::World;
-use crate::epoch::{Prepare, SyncState};
+use crate::epoch::{Permit, Prepare, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
 use crate::transport::{Completion, Memory, Registration, RemoteAddr};
 use crate::window::directory::{self, Descriptor, ENTRY_BYTES, FLAG_DYNAMIC};
+use crate::window::dirty::Dirty;
+use crate::window::targets::Targets;
+use crate::window::valid_ops::ValidOps;
 
 /// Counters of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +48,14 @@ pub struct WindowStats {
 }
 
 /// A window of `T` elements, created collectively by every process.
+///
+/// A window is `Sync`: several threads may issue operations on it at once
+/// (MPI_THREAD_MULTIPLE). The per-operation path takes no lock in the
+/// common case (see `docs/performance.md`, "Per-operation cost"): the epoch
+/// check reads `permit` (`epoch::permit`), the target's descriptor and
+/// mapping come from the window's own write-once slots (`window::targets`),
+/// the flush bookkeeping is atomic bits (`window::dirty`). Everything else
+/// takes the mutex path, which stays the reference.
 pub struct Window<'a, T: Element> {
     world: &'a World,
     id: u64,
@@ -51,11 +63,17 @@ pub struct Window<'a, T: Element> {
     len: usize,
     desc: Descriptor,
     epoch: Mutex<SyncState>,
+    // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
+    permit: AtomicU64,
+    // Descriptors (and mappings) of up to `targets::SLOTS` targets.
+    targets: Targets,
     outstanding: Arc<Completion>,
-    dirty: Mutex<HashSet<usize>>,
+    dirty: Dirty,
     // Targets with atomic updates not yet flushed (may include ourselves:
     // accumulates to oneself go through the provider too).
-    atomic_dirty: Mutex<HashSet<usize>>,
+    atomic_dirty: Dirty,
+    // The provider's answers to `atomic_valid` for `T`.
+    valid_ops: ValidOps,
     // Which accumulate operations take the software path, and the hints.
     paths: info::Paths,
     info: WindowInfo,
@@ -168,9 +186,12 @@ impl<'a, T: Element> Window<'a, T> {
             len,
             desc,
             epoch: Mutex::new(SyncState::default()),
+            permit: AtomicU64::new(Permit::NONE.0),
+            targets: Targets::default(),
             outstanding: Arc::new(Completion::new()),
-            dirty: Mutex::new(HashSet::new()),
-            atomic_dirty: Mutex::new(HashSet::new()),
+            dirty: Dirty::default(),
+            atomic_dirty: Dirty::default(),
+            valid_ops: ValidOps::default(),
             paths,
             info: *info,
             freed: false,
@@ -206,7 +227,10 @@ impl<'a, T: Element> Window<'a, T> {
                 .lock()
                 .map(|c| c.entries_for(self.id))
                 .unwrap_or(0),
-            dirty_targets: self.dirty_targets().len(),
+            dirty_targets: {
+                let (low, high) = self.dirty_targets();
+                low.count_ones() as usize + high.len()
+            },
             attach_table_reads: self.dynamic.as_ref().map_or(0, |d| d.table_reads()),
             cached_attach_tables: self.dynamic.as_ref().map_or(0, |d| d.cached_tables()),
         }
@@ -239,11 +263,25 @@ impl<'a, T: Element> Window<'a, T> {
         Ok(())
     }
 
-    fn epoch(&self) -> Result<MutexGuard<'_, SyncState>> {
+    fn epoch(&self) -> Result<EpochGuard<'_>> {
         self.alive("synchronization")?;
-        self.epoch
-            .lock()
-            .map_err(|_| Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id)))
+        let state = self.epoch.lock().map_err(|_| {
+            Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id))
+        })?;
+        Ok(EpochGuard {
+            permit: &self.permit,
+            state,
+        })
+    }
+
+    /// The epoch's permit for the lock-free path: `Permit::NONE` once the
+    /// window is freed (then the mutex path reports the error).
+    #[inline]
+    fn permit(&self) -> Permit {
+        if self.freed {
+            return Permit::NONE;
+        }
+        Permit(self.permit.load(Ordering::Acquire))
     }
 
     fn check_rank(&self, rank: usize) -> Result<()> {
@@ -261,6 +299,9 @@ impl<'a, T: Element> Window<'a, T> {
     fn target(&self, rank: usize) -> Result<Descriptor> {
         if rank == self.world.rank() {
             return Ok(self.desc);
+        }
+        if let Some(t) = self.targets.get(rank) {
+            return Ok(t.desc);
         }
         if let Some(d) = self
             .world
@@ -312,6 +353,10 @@ impl<'a, T: Element> Window<'a, T> {
         if let Ok(mut c) = self.world.rkeys.lock() {
             c.insert(rank, d);
         }
+        // Into the window's own slot, with the mapping if the direct path
+        // reaches it (mapped on first contact instead of first operation).
+        let map = self.mapping(rank, &d)?;
+        self.targets.offer(rank, d, map.as_ref());
         Ok(d)
     }
 
@@ -328,6 +373,16 @@ impl<'a, T: Element> Window<'a, T> {
         n: usize,
     ) -> Result<(usize, Descriptor)> {
         self.check_rank(rank)?;
+        if self.permit().covers(rank) && !self.is_dynamic() {
+            // The lock-free path: allowed with nothing to prepare, and the
+            // descriptor is cached (or ours).
+            let d = match self.targets.get(rank) {
+                Some(t) => t.desc,
+                None if rank == self.world.rank() => self.desc,
+                None => self.target(rank)?,
+            };
+            return self.in_bounds(rank, disp, n, d);
+        }
         let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
         if self.is_dynamic() {
             let at = self.dynamic_remote(rank, disp, n)?;
@@ -344,22 +399,33 @@ impl<'a, T: Element> Window<'a, T> {
             return Ok((off, d));
         }
         let d = self.target(rank)?;
-        let target_len = (d.len / d.disp_unit) as usize;
-        match disp.checked_add(n) {
-            Some(end) if end <= target_len => {}
-            _ => {
-                return Err(Error::OutOfWindow {
-                    window: self.id,
-                    rank,
-                    offset: disp,
-                    len: n,
-                    window_len: target_len,
-                })
-            }
-        }
+        self.in_bounds(rank, disp, n, d)?;
         self.prepare(prepare, op, rank)?;
         self.epoch()?.issue(self.id, op, rank)?;
         Ok((disp * std::mem::size_of::<T>(), d))
+    }
+
+    /// `n` elements at `disp` fit in `rank`'s window described by `d`: the
+    /// byte offset and `d`, else `OutOfWindow`.
+    #[inline]
+    fn in_bounds(
+        &self,
+        rank: usize,
+        disp: usize,
+        n: usize,
+        d: Descriptor,
+    ) -> Result<(usize, Descriptor)> {
+        let target_len = (d.len / d.disp_unit) as usize;
+        match disp.checked_add(n) {
+            Some(end) if end <= target_len => Ok((disp * std::mem::size_of::<T>(), d)),
+            _ => Err(Error::OutOfWindow {
+                window: self.id,
+                rank,
+                offset: disp,
+                len: n,
+                window_len: target_len,
+            }),
+        }
     }
 
     /// What an operation to `rank` needs first: `lock_all`'s shared locks
@@ -377,6 +443,34 @@ impl<'a, T: Element> Window<'a, T> {
             addr: d.base.wrapping_add(off as u64),
             key: d.key,
         }
+    }
+}
+
+/// The window's locked synchronization state; stores the state's permit
+/// into the window's atomic when dropped, before the mutex is released
+/// (the invariant of `epoch::permit`).
+struct EpochGuard<'w> {
+    permit: &'w AtomicU64,
+    state: MutexGuard<'w, SyncState>,
+}
+
+impl Deref for EpochGuard<'_> {
+    type Target = SyncState;
+    fn deref(&self) -> &SyncState {
+        &self.state
+    }
+}
+
+impl DerefMut for EpochGuard<'_> {
+    fn deref_mut(&mut self) -> &mut SyncState {
+        &mut self.state
+    }
+}
+
+impl Drop for EpochGuard<'_> {
+    fn drop(&mut self) {
+        // `state` (the mutex guard) drops after this body: still locked.
+        self.permit.store(self.state.permit().0, Ordering::Release);
     }
 }
 

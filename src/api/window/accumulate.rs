@@ -66,12 +66,9 @@ impl<T: Element> Window<'_, T> {
         let software = !cpu && self.paths.software(fi_op);
         let (off, d) = self.access(call, rank, disp, n)?;
         if !software && !cpu {
-            if self
-                .world
-                .transport()
-                .atomic_valid(fi_op, T::DATATYPE, kind)
-                .is_none()
-            {
+            let t = self.world.transport();
+            let valid = || t.atomic_valid(fi_op, T::DATATYPE, kind).is_some();
+            if !self.valid_ops.get(fi_op, kind, valid) {
                 return Err(Error::Unsupported(format!(
                     "window {}: {call} to rank {rank} at element offset {disp}, length {n}: \
                      provider {} has no {kind:?} atomic for {} on {}",
@@ -104,9 +101,7 @@ impl<T: Element> Window<'_, T> {
 
     fn mark_atomic_dirty(&self, rank: usize) {
         if self.world.transport_props().ordered_atomic_raw {
-            if let Ok(mut d) = self.atomic_dirty.lock() {
-                d.insert(rank);
-            }
+            self.atomic_dirty.mark(rank);
         }
     }
 
@@ -116,12 +111,7 @@ impl<T: Element> Window<'_, T> {
     /// `FI_ATOMIC` requested, tcp;ofi_rxm promises no order between atomics
     /// and RMA (`FI_ORDER_RAW` is dropped).
     pub(super) fn complete_atomics(&self, rank: usize) -> Result<()> {
-        let was_dirty = self
-            .atomic_dirty
-            .lock()
-            .map(|mut d| d.remove(&rank))
-            .unwrap_or(self.world.transport_props().ordered_atomic_raw);
-        if !was_dirty {
+        if !self.atomic_dirty.take(rank) {
             return Ok(());
         }
         let ctrl = self.world.control(rank)?;
@@ -174,13 +164,15 @@ impl<T: Element> Window<'_, T> {
             let acks = Sink::counter(self.outstanding.clone());
             return self.soft_post(rank, off, op.fi_op(), bytemuck::cast_slice(data), n, &acks);
         }
-        self.mark_atomic_dirty(rank);
-        self.world.transport().atomic(
+        let posted = self.world.transport().atomic(
             rank,
             Self::atomic_op(op, n),
             bytemuck::cast_slice(data),
             Self::remote(&d, off),
-        )
+        );
+        // After posting (window::dirty's rule).
+        self.mark_atomic_dirty(rank);
+        posted
     }
 
     /// Applies `op` with `data` at `rank`'s window at `disp` and returns the
@@ -353,9 +345,10 @@ impl<T: Element> Window<'_, T> {
             self.soft_post(rank, off, op.fi_op(), bytes, n, &acks)?;
             return Ok(Request::new(t, InFlight::new(data, None), what));
         }
-        self.mark_atomic_dirty(rank);
         let f = InFlight::new(data, Some(self.outstanding.clone()));
-        t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off))?;
+        let posted = t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off));
+        self.mark_atomic_dirty(rank);
+        posted?;
         Ok(Request::new(t, f, what))
     }
 

@@ -18,7 +18,7 @@
 //! synchronizes with the target (`complete_local`), so the target sees the
 //! stores once it sees the synchronization.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::Window;
 use crate::api::element::Element;
@@ -69,22 +69,44 @@ pub(super) fn all_by_cpu(flags: u64) -> bool {
 impl<T: Element> Window<'_, T> {
     /// The mapped segment of `rank` (not ourselves) if operations to it go
     /// by load/store: the window is node-shared, the direct path is on and
-    /// `rank` is on this node. Counts the operation.
+    /// `rank` is on this node. Counts the operation. The window's slot of
+    /// `rank` (`window::targets`, filled on first contact) answers without
+    /// a lock while the world's mapping cache keeps the segment mapped.
+    #[inline]
     pub(super) fn direct(
         &self,
         rank: usize,
         d: &Descriptor,
     ) -> Result<Option<Arc<Memory<'static>>>> {
-        if d.flags & FLAG_SHARED == 0
-            || rank == self.world.rank()
-            || !self.world.config.shm
-            || !self.world.node.is_local(rank)
-        {
+        let m = self.mapping(rank, d)?;
+        if m.is_some() {
+            self.world.mappings.count_direct();
+        }
+        Ok(m)
+    }
+
+    /// [`Window::direct`] without counting (first contact, `target`).
+    pub(super) fn mapping(
+        &self,
+        rank: usize,
+        d: &Descriptor,
+    ) -> Result<Option<Arc<Memory<'static>>>> {
+        if d.flags & FLAG_SHARED == 0 || rank == self.world.rank() {
             return Ok(None);
         }
-        let m = self.world.mappings.get(rank, d)?;
-        self.world.mappings.count_direct();
-        Ok(Some(m))
+        if let Some(t) = self.targets.get(rank) {
+            match t.map.as_ref().map(Weak::upgrade) {
+                // Decided on first contact: not by load/store.
+                None => return Ok(None),
+                Some(Some(m)) => return Ok(Some(m)),
+                // Evicted from the mapping cache: map it again there.
+                Some(None) => {}
+            }
+        }
+        if !self.world.config.shm || !self.world.node.is_local(rank) {
+            return Ok(None);
+        }
+        Ok(Some(self.world.mappings.get(rank, d)?))
     }
 
     /// Whether accumulates to this window are CPU atomics (decided

@@ -11,9 +11,7 @@ use crate::transport::InFlight;
 impl<T: Element> Window<'_, T> {
     fn mark_dirty(&self, rank: usize) {
         if rank != self.world.rank() && self.world.transport_props().ordered_raw {
-            if let Ok(mut d) = self.dirty.lock() {
-                d.insert(rank);
-            }
+            self.dirty.mark(rank);
         }
     }
 
@@ -29,10 +27,13 @@ impl<T: Element> Window<'_, T> {
         if let Some(m) = self.direct(rank, &d)? {
             return m.write(off, bytes);
         }
-        self.mark_dirty(rank);
-        self.world
+        let posted = self
+            .world
             .transport()
-            .put(rank, bytes, Self::remote(&d, off))
+            .put(rank, bytes, Self::remote(&d, off));
+        // After posting (window::dirty's rule).
+        self.mark_dirty(rank);
+        posted
     }
 
     /// Reads `out.len()` elements from `rank`'s window at element `disp`.
@@ -74,11 +75,13 @@ impl<T: Element> Window<'_, T> {
                 what,
             ));
         }
-        self.mark_dirty(rank);
         let f = InFlight::new(data, Some(self.outstanding.clone()));
-        self.world
+        let posted = self
+            .world
             .transport()
-            .put_async(rank, &f, Self::remote(&d, off))?;
+            .put_async(rank, &f, Self::remote(&d, off));
+        self.mark_dirty(rank);
+        posted?;
         Ok(Request::new(self.world.transport(), f, what))
     }
 
