@@ -47,6 +47,14 @@ pub struct WindowStats {
     pub cached_attach_tables: usize,
 }
 
+/// The transport properties on the operation path (see `TransportProps`).
+#[derive(Clone, Copy)]
+struct Props {
+    ordered_raw: bool,
+    ordered_atomic_raw: bool,
+    atomic_order: u64,
+}
+
 /// A window of `T` elements, created collectively by every process.
 ///
 /// A window is `Sync`: several threads may issue operations on it at once
@@ -58,6 +66,12 @@ pub struct WindowStats {
 /// takes the mutex path, which stays the reference.
 pub struct Window<'a, T: Element> {
     world: &'a World,
+    // `world.rank()`, `world.size()` and the transport properties the
+    // operations consult, copied once (they never change; each is a
+    // dynamic call on the world).
+    me: usize,
+    size: usize,
+    props: Props,
     id: u64,
     slot: usize,
     len: usize,
@@ -179,8 +193,16 @@ impl<'a, T: Element> Window<'a, T> {
             let _ = directory::retract(ctrl, slot);
             return Err(e);
         }
+        let p = world.transport_props();
         Ok(Window {
             world,
+            me: world.rank(),
+            size: world.size(),
+            props: Props {
+                ordered_raw: p.ordered_raw,
+                ordered_atomic_raw: p.ordered_atomic_raw,
+                atomic_order: p.atomic_order,
+            },
             id,
             slot,
             len,
@@ -285,11 +307,11 @@ impl<'a, T: Element> Window<'a, T> {
     }
 
     fn check_rank(&self, rank: usize) -> Result<()> {
-        if rank >= self.world.size() {
+        if rank >= self.size {
             return Err(Error::InvalidRank {
                 window: self.id,
                 rank,
-                size: self.world.size(),
+                size: self.size,
             });
         }
         Ok(())
@@ -297,7 +319,7 @@ impl<'a, T: Element> Window<'a, T> {
 
     /// The descriptor of `rank`'s window: our own, cached, or read remotely.
     fn target(&self, rank: usize) -> Result<Descriptor> {
-        if rank == self.world.rank() {
+        if rank == self.me {
             return Ok(self.desc);
         }
         if let Some(t) = self.targets.get(rank) {
@@ -378,7 +400,7 @@ impl<'a, T: Element> Window<'a, T> {
             // descriptor is cached (or ours).
             let d = match self.targets.get(rank) {
                 Some(t) => t.desc,
-                None if rank == self.world.rank() => self.desc,
+                None if rank == self.me => self.desc,
                 None => self.target(rank)?,
             };
             return self.in_bounds(rank, disp, n, d);

@@ -78,7 +78,7 @@ impl<T: Element> Window<'_, T> {
                     T::NAME
                 )));
             }
-            if rank == self.world.rank() {
+            if rank == self.me {
                 // Loopback through our own endpoint: contacts ourselves once.
                 self.world.control(rank)?;
             }
@@ -87,11 +87,7 @@ impl<T: Element> Window<'_, T> {
         // may run on two threads at the target); the provider path promises
         // `atomic_order`.
         let wanted = self.info.fi_order();
-        let promised = if software {
-            0
-        } else {
-            self.world.transport_props().atomic_order
-        };
+        let promised = if software { 0 } else { self.props.atomic_order };
         if promised & wanted != wanted && self.outstanding.pending() > 0 {
             // Earlier operations in flight could be overtaken.
             self.complete_local()?;
@@ -100,7 +96,7 @@ impl<T: Element> Window<'_, T> {
     }
 
     fn mark_atomic_dirty(&self, rank: usize) {
-        if self.world.transport_props().ordered_atomic_raw {
+        if self.props.ordered_atomic_raw {
             self.atomic_dirty.mark(rank);
         }
     }

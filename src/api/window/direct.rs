@@ -91,7 +91,7 @@ impl<T: Element> Window<'_, T> {
         rank: usize,
         d: &Descriptor,
     ) -> Result<Option<Arc<Memory<'static>>>> {
-        if d.flags & FLAG_SHARED == 0 || rank == self.world.rank() {
+        if d.flags & FLAG_SHARED == 0 || rank == self.me {
             return Ok(None);
         }
         if let Some(t) = self.targets.get(rank) {
@@ -123,7 +123,7 @@ impl<T: Element> Window<'_, T> {
         f: impl FnOnce(&Memory<'_>) -> Result<R>,
     ) -> Result<R> {
         self.world.mappings.count_atomic();
-        if rank == self.world.rank() {
+        if rank == self.me {
             return f(&self.mem);
         }
         match self.direct(rank, d)? {

@@ -10,7 +10,7 @@ use crate::transport::InFlight;
 
 impl<T: Element> Window<'_, T> {
     fn mark_dirty(&self, rank: usize) {
-        if rank != self.world.rank() && self.world.transport_props().ordered_raw {
+        if rank != self.me && self.props.ordered_raw {
             self.dirty.mark(rank);
         }
     }
@@ -21,7 +21,7 @@ impl<T: Element> Window<'_, T> {
     pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
         let (off, d) = self.access("put", rank, disp, data.len())?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        if rank == self.world.rank() && !self.is_dynamic() {
+        if rank == self.me && !self.is_dynamic() {
             return self.mem.write(off, bytes);
         }
         if let Some(m) = self.direct(rank, &d)? {
@@ -41,7 +41,7 @@ impl<T: Element> Window<'_, T> {
     pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
         let (off, d) = self.access("get", rank, disp, out.len())?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        if rank == self.world.rank() && !self.is_dynamic() {
+        if rank == self.me && !self.is_dynamic() {
             return self.mem.read(off, bytes);
         }
         if let Some(m) = self.direct(rank, &d)? {
@@ -66,7 +66,7 @@ impl<T: Element> Window<'_, T> {
             self.id
         );
         let direct = self.direct(rank, &d)?;
-        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+        if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
             return Ok(Request::new(
@@ -99,7 +99,7 @@ impl<T: Element> Window<'_, T> {
             self.id
         );
         let direct = self.direct(rank, &d)?;
-        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+        if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
             return Ok(Request::new(
