@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use onesided::{Assert, Error, LockType, Op, Window, World};
+use onesided::{Assert, Error, LockType, NoOp, Op, Window, World};
 
 /// The provider path (first provider) and the direct path, every launcher.
 fn both(ranks: &[usize]) -> Vec<common::Job> {
@@ -172,7 +172,7 @@ fn accumulates() {
     sum.lock_all().unwrap();
     let t = (rank + 1) % n;
     let mut old = vec![0i64; K];
-    sum.get_accumulate(t, 0, &[], &mut old, Op::NoOp).unwrap();
+    sum.get_accumulate(t, 0, &[], &mut old, NoOp).unwrap();
     assert_eq!(&old[..], &got[..K], "get_accumulate NO_OP");
     let r = sum
         .rget_accumulate(t, K, &[0], vec![0i64; 1], Op::Sum)

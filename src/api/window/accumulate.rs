@@ -13,7 +13,7 @@
 
 use super::Window;
 use crate::api::element::Element;
-use crate::api::op::Op;
+use crate::api::op::{AnyOp, FetchOpFor, OpFor};
 use crate::api::request::Request;
 use crate::error::{Error, Result};
 use crate::transport::inflight::Sink;
@@ -29,7 +29,7 @@ pub(super) struct Route {
 }
 
 impl<T: Element> Window<'_, T> {
-    fn atomic_op(op: Op, count: usize) -> AtomicOp {
+    fn atomic_op(op: AnyOp, count: usize) -> AtomicOp {
         AtomicOp {
             op: op.fi_op(),
             datatype: T::DATATYPE,
@@ -46,7 +46,7 @@ impl<T: Element> Window<'_, T> {
     fn atomic_access(
         &self,
         call: &'static str,
-        op: Option<Op>,
+        op: Option<AnyOp>,
         kind: AtomicKind,
         (rank, disp, n): (usize, usize, usize),
     ) -> Result<Route> {
@@ -60,7 +60,7 @@ impl<T: Element> Window<'_, T> {
                 )));
             }
         }
-        let fi_op = op.map_or(libfabric_sys::FI_CSWAP, Op::fi_op);
+        let fi_op = op.map_or(libfabric_sys::FI_CSWAP, AnyOp::fi_op);
         // Every rank local with the direct path: CPU atomics (`direct.rs`).
         let cpu = self.cpu_atomics();
         let software = !cpu && self.paths.software(fi_op);
@@ -74,7 +74,7 @@ impl<T: Element> Window<'_, T> {
                      provider {} has no {kind:?} atomic for {} on {}",
                     self.id,
                     self.world.provider(),
-                    op.map_or("CSWAP", Op::name),
+                    op.map_or("CSWAP", AnyOp::name),
                     T::NAME
                 )));
             }
@@ -135,10 +135,20 @@ impl<T: Element> Window<'_, T> {
     /// Applies `op` with `data` to `rank`'s window at element `disp`,
     /// element by element, atomically with respect to every other
     /// accumulate. Returns when `data` may be reused; the result is visible
-    /// after a flush or the end of the epoch. `NO_OP` is refused here (use
-    /// [`Window::get_accumulate`]).
-    pub fn accumulate(&self, rank: usize, disp: usize, data: &[T], op: Op) -> Result<()> {
-        if op == Op::NoOp {
+    /// after a flush or the end of the epoch. `op` is an [`Op`](crate::Op)
+    /// on any type or an [`IntOp`](crate::IntOp) on integers; a bitwise or
+    /// logical operation on `f32`/`f64`, or [`NoOp`](crate::NoOp), does not
+    /// compile (see `api::op`). An [`AnyOp`] is checked when the call runs
+    /// (`Error::InvalidArgument`).
+    pub fn accumulate(
+        &self,
+        rank: usize,
+        disp: usize,
+        data: &[T],
+        op: impl OpFor<T>,
+    ) -> Result<()> {
+        let op = op.any();
+        if op == AnyOp::NoOp {
             return Err(Error::InvalidArgument(format!(
                 "window {}: accumulate to rank {rank} at element offset {disp}: \
                  NO_OP is only for get_accumulate and fetch_and_op",
@@ -172,16 +182,19 @@ impl<T: Element> Window<'_, T> {
     }
 
     /// Applies `op` with `data` at `rank`'s window at `disp` and returns the
-    /// previous values in `result` (same length as `data`; with `NO_OP`,
-    /// `data` may be empty). Returns when `result` is filled.
+    /// previous values in `result` (same length as `data`; with
+    /// [`NoOp`](crate::NoOp), `data` may be empty). Returns when `result` is
+    /// filled. Takes what [`accumulate`](Window::accumulate) takes, and
+    /// `NoOp`.
     pub fn get_accumulate(
         &self,
         rank: usize,
         disp: usize,
         data: &[T],
         result: &mut [T],
-        op: Op,
+        op: impl FetchOpFor<T>,
     ) -> Result<()> {
+        let op = op.any();
         let n = result.len();
         let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
         let Route { off, d, software } = self.atomic_access(
@@ -220,12 +233,12 @@ impl<T: Element> Window<'_, T> {
         disp: usize,
         data: &[T],
         n: usize,
-        op: Op,
+        op: AnyOp,
     ) -> Result<Vec<u8>> {
         if data.len() == n {
             return Ok(bytemuck::cast_slice(data).to_vec());
         }
-        if op == Op::NoOp && data.is_empty() {
+        if op == AnyOp::NoOp && data.is_empty() {
             return Ok(vec![0u8; n * std::mem::size_of::<T>()]);
         }
         Err(Error::InvalidArgument(format!(
@@ -238,7 +251,14 @@ impl<T: Element> Window<'_, T> {
 
     /// Atomically applies `op` with `value` to one element and returns the
     /// previous value (`MPI_Fetch_and_op`).
-    pub fn fetch_and_op(&self, rank: usize, disp: usize, value: T, op: Op) -> Result<T> {
+    pub fn fetch_and_op(
+        &self,
+        rank: usize,
+        disp: usize,
+        value: T,
+        op: impl FetchOpFor<T>,
+    ) -> Result<T> {
+        let op = op.any();
         let mut old = [T::zeroed()];
         let Route { off, d, software } =
             self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
@@ -303,12 +323,13 @@ impl<T: Element> Window<'_, T> {
         rank: usize,
         disp: usize,
         mut data: B,
-        op: Op,
+        op: impl OpFor<T>,
     ) -> Result<Request<'_, B>>
     where
         B: AsMut<[T]> + Send + 'static,
     {
-        if op == Op::NoOp {
+        let op = op.any();
+        if op == AnyOp::NoOp {
             return Err(Error::InvalidArgument(format!(
                 "window {}: raccumulate to rank {rank} at element offset {disp}: \
                  NO_OP is only for get_accumulate and fetch_and_op",
@@ -357,11 +378,12 @@ impl<T: Element> Window<'_, T> {
         disp: usize,
         data: &[T],
         mut result: B,
-        op: Op,
+        op: impl FetchOpFor<T>,
     ) -> Result<Request<'_, B>>
     where
         B: AsMut<[T]> + Send + 'static,
     {
+        let op = op.any();
         let n = result.as_mut().len();
         let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
         let Route { off, d, software } = self.atomic_access(

@@ -4,7 +4,7 @@
 use libfabric_sys as fi;
 
 use crate::api::element::Element;
-use crate::api::op::Op;
+use crate::api::op::AnyOp;
 use crate::config::AccumulateMode;
 use crate::error::{Error, Result};
 use crate::transport::{AtomicKind, Transport};
@@ -124,11 +124,11 @@ pub(crate) struct Paths {
 /// Operations defined on `T` with the provider calls each needs.
 fn defined<T: Element>() -> Vec<(u32, &'static [AtomicKind], &'static str)> {
     const BOTH: &[AtomicKind] = &[AtomicKind::Update, AtomicKind::Fetch];
-    let mut v: Vec<(u32, &'static [AtomicKind], &'static str)> = Op::ALL
+    let mut v: Vec<(u32, &'static [AtomicKind], &'static str)> = AnyOp::ALL
         .into_iter()
         .filter(|op| T::INTEGER || !op.integer_only())
         .map(|op| {
-            let kinds: &'static [AtomicKind] = if op == Op::NoOp {
+            let kinds: &'static [AtomicKind] = if op == AnyOp::NoOp {
                 &[AtomicKind::Fetch]
             } else {
                 BOTH
