@@ -87,6 +87,10 @@ pub fn tag_name(tag: u64) -> &'static str {
 mod tests {
     use super::*;
 
+    fn flag<T: Element>() -> bool {
+        T::INTEGER
+    }
+
     fn integer<T: Integer>() -> bool {
         T::INTEGER
     }
@@ -106,6 +110,6 @@ mod tests {
             integer::<u64>(),
         ];
         assert!(ints.iter().all(|&b| b));
-        assert!(!f32::INTEGER && !f64::INTEGER);
+        assert_eq!([flag::<f32>(), flag::<f64>()], [false, false]);
     }
 }
