@@ -1,5 +1,8 @@
 //! Node-shared window segments: a memfd per window, mapped `MAP_SHARED` by
-//! its owner and lazily by node-local peers.
+//! its owner and lazily by node-local peers; or, for a contiguous
+//! shared-memory window, one memfd per node holding every local rank's part,
+//! created by the node's leader and mapped whole by every local rank at
+//! window creation (`api::window::shared`).
 //!
 //! The owner creates the segment with `memfd_create` + `ftruncate` + `mmap`
 //! and keeps the descriptor open while the window lives. A peer opens
@@ -26,6 +29,12 @@ use crate::error::{Error, Result};
 /// The memfd name of window `id` of `rank` (what a peer expects to see).
 pub fn segment_name(id: u64, rank: usize) -> String {
     format!("onesided-w{id}-r{rank}")
+}
+
+/// The memfd name of the node segment of contiguous shared window `id`
+/// (created by the node's leader, holding every local rank's part).
+pub fn node_segment_name(id: u64) -> String {
+    format!("onesided-w{id}-node")
 }
 
 fn os_err(what: String) -> impl FnOnce(nix::Error) -> Error {

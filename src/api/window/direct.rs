@@ -26,7 +26,7 @@ use crate::api::world::World;
 use crate::error::{Error, Result};
 use crate::transport::{cpu_atomic, shm, AtomicOp, Memory};
 use crate::window::directory::Descriptor;
-use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
+use crate::window::mappings::{FLAG_CONTIG, FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
 
 /// Window memory for `allocate`: a node-shared segment unless
 /// `ONESIDED_SHM=0` (or `shared`, for `allocate_shared`, which always is).
@@ -50,6 +50,15 @@ pub(super) fn window_flags(world: &World, mem: &Memory<'_>) -> (u64, u64) {
     } else {
         0
     };
+    let cpu = if world.config.shm && world.node.all_local() {
+        FLAG_CPU_ATOMICS
+    } else {
+        0
+    };
+    if let Some((_, off)) = mem.whole() {
+        // A part of a contiguous shared window: `aux` is its offset.
+        return (sync | FLAG_SHARED | FLAG_CONTIG | cpu, off as u64);
+    }
     match shm::locator(mem) {
         None => (sync, 0),
         Some(loc) if world.config.shm && world.node.all_local() => {
@@ -106,7 +115,7 @@ impl<T: Element> Window<'_, T> {
         if !self.world.config.shm || !self.world.node.is_local(rank) {
             return Ok(None);
         }
-        Ok(Some(self.world.mappings.get(rank, d)?))
+        Ok(Some(self.peer_memory(rank, d)?))
     }
 
     /// Whether accumulates to this window are CPU atomics (decided

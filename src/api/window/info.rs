@@ -16,7 +16,9 @@ const WAR: u8 = 4;
 const WAW: u8 = 8;
 
 /// Hints given at window creation, as MPI's `MPI_Info` keys
-/// `accumulate_ordering` and `accumulate_ops` (see `docs/semantics.md`).
+/// `accumulate_ordering` and `accumulate_ops` (see `docs/semantics.md`) and,
+/// for [`Window::allocate_shared_with`](crate::Window::allocate_shared_with),
+/// `alloc_shared_noncontig` (see `docs/shm.md`).
 ///
 /// ```
 /// # fn f() -> onesided::Result<()> {
@@ -29,6 +31,7 @@ const WAW: u8 = 8;
 pub struct WindowInfo {
     ordering: u8,
     same_op: bool,
+    noncontig: bool,
 }
 
 impl Default for WindowInfo {
@@ -36,6 +39,7 @@ impl Default for WindowInfo {
         WindowInfo {
             ordering: RAR | RAW | WAR | WAW,
             same_op: false,
+            noncontig: false,
         }
     }
 }
@@ -89,6 +93,20 @@ impl WindowInfo {
             }
         };
         Ok(self)
+    }
+
+    /// `alloc_shared_noncontig` (default `false`): with `true`, each rank's
+    /// segment of a shared-memory window is its own page-aligned memfd
+    /// instead of its part of one node segment in rank order. Every rank
+    /// must pass the same value.
+    pub fn alloc_shared_noncontig(mut self, noncontig: bool) -> Self {
+        self.noncontig = noncontig;
+        self
+    }
+
+    /// Whether `alloc_shared_noncontig` was asked for.
+    pub fn shared_noncontig(&self) -> bool {
+        self.noncontig
     }
 
     /// The `FI_ORDER_ATOMIC_*` bits the ordering hint asks for.
