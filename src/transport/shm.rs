@@ -164,4 +164,26 @@ mod tests {
         assert!(map_peer(loc | (1 << 63), &name, 100).is_err());
         assert!(map_peer((loc & !0xffff_ffff) | 0x7fff_fff0, &name, 100).is_err());
     }
+
+    #[test]
+    fn parts_of_a_node_segment() {
+        let whole = std::sync::Arc::new(allocate(101, &node_segment_name(9)).unwrap());
+        let a = Memory::part(&whole, 0, 40).unwrap();
+        let b = Memory::part(&whole, 40, 60).unwrap();
+        let empty = Memory::part(&whole, 101, 0).unwrap();
+        assert_eq!(b.addr(), a.addr() + 40, "contiguous");
+        assert_eq!((empty.len(), b.whole().map(|(_, off)| off)), (0, Some(40)));
+        // Out of the segment (peer-provided offset or length): refused.
+        assert!(Memory::part(&whole, 100, 2).is_err());
+        assert!(Memory::part(&whole, usize::MAX, 1).is_err());
+        b.write(0, &[7; 4]).unwrap();
+        drop(whole);
+        // The parts keep the mapping alive.
+        let mut out = [0u8; 4];
+        a.read(40 - 4, &mut out).unwrap();
+        assert_eq!(out, [0; 4]);
+        b.read(0, &mut out).unwrap();
+        assert_eq!(out, [7; 4]);
+        assert!(b.read(58, &mut out).is_err(), "bounds of the part");
+    }
 }
