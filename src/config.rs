@@ -11,6 +11,8 @@
 //! | `ONESIDED_VERBOSE` | 0 | 1 prints the chosen provider and setup to stderr |
 //! | `ONESIDED_RMA_SLOTS` | 1024 | operations in flight at once per process (slots of the op table, allocated at start); a post that finds them all in use reads the CQ until one frees |
 //! | `ONESIDED_ACCUMULATE` | `auto` | which path accumulates take, decided per window at creation: `auto` (provider atomics when they cover every operation the window may use on its type, else the software path for all of them), `hardware` (provider atomics only; creating a window whose type the provider does not fully cover is an error), `software` (active messages applied by the target's CPU atomics, for every window but dynamic ones) |
+//! | `ONESIDED_LOCK` | `auto` | how `lock`/`unlock`/`lock_all` lock a target, decided per window at creation: `hardware` (a lock word driven by 64-bit provider atomics, or CPU atomics when every rank is node-local), `software` (a lock queue at the target served by its progress agent, with one message for lock + one small put/accumulate + unlock), `auto` (the lock word when every rank is node-local or the provider's atomics run on a NIC, the queue where they are emulated by the target's CPU — tcp, sockets, udp, shm — or missing; see docs/semantics.md) |
+//! | `ONESIDED_LOCK_QUEUE` | 64 | requests a window's software lock queue holds waiting at once per process; a request beyond it is answered "busy" and retried by its origin |
 //! | `ONESIDED_SHM` | 1 | 0 turns the intra-node direct path off: `allocate` memory is not node-shared and the provider carries every operation, also between ranks of one node |
 //! | `ONESIDED_SHM_CACHE` | 64 | node-local peer window segments mapped at once (a bounded LRU) |
 //! | `ONESIDED_NODE_MAPPING` | from the launcher | overrides which ranks share a node, in `PMI_process_mapping` format (`(vector,(node,nodes,ranks_per_node),...)`); for testing mixed placements on one machine |
@@ -40,6 +42,17 @@ pub enum AccumulateMode {
     Software,
 }
 
+/// How per-target locks are taken (`ONESIDED_LOCK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// Decided per provider (see `docs/semantics.md`, "Per-target locks").
+    Auto,
+    /// The lock word driven by atomics.
+    Hardware,
+    /// The target-side lock queue served by active messages.
+    Software,
+}
+
 /// Settings read once at `World::init`.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -63,6 +76,10 @@ pub struct Config {
     pub rma_slots: usize,
     /// Accumulate path policy.
     pub accumulate: AccumulateMode,
+    /// Lock path policy.
+    pub lock: LockMode,
+    /// Waiting requests a software lock queue holds.
+    pub lock_queue: usize,
     /// Intra-node direct path (node-shared `allocate` memory, load/store).
     pub shm: bool,
     /// Capacity of the cache of mapped peer segments.
@@ -133,6 +150,18 @@ impl Config {
                 })
             }
         };
+        let lock = match var("ONESIDED_LOCK").as_deref() {
+            None | Some("auto") => LockMode::Auto,
+            Some("hardware") => LockMode::Hardware,
+            Some("software") => LockMode::Software,
+            Some(v) => {
+                return Err(Error::Config {
+                    var: "ONESIDED_LOCK",
+                    value: v.to_string(),
+                    message: "expected `auto`, `hardware` or `software`".into(),
+                })
+            }
+        };
         let secs = number("ONESIDED_TIMEOUT", 60, 0, 1 << 30)?;
         Ok(Config {
             provider: var("ONESIDED_PROVIDER"),
@@ -145,6 +174,8 @@ impl Config {
             force_mr_local: flag("ONESIDED_MR_LOCAL"),
             rma_slots: number("ONESIDED_RMA_SLOTS", 1024, 1, 1 << 20)?,
             accumulate,
+            lock,
+            lock_queue: number("ONESIDED_LOCK_QUEUE", 64, 1, 1 << 16)?,
             shm: switch("ONESIDED_SHM", true)?,
             shm_cache: number("ONESIDED_SHM_CACHE", 64, 1, 1 << 20)?,
             node_mapping: var("ONESIDED_NODE_MAPPING"),

@@ -18,6 +18,7 @@ mod lock;
 mod pscw;
 mod rma;
 mod shared;
+mod soft_lock;
 mod software;
 mod sync;
 
@@ -95,8 +96,10 @@ pub struct Window<'a, T: Element> {
     freed: bool,
     // Attached regions (dynamic windows): deregistered with the window.
     dynamic: Option<dynamic::Dynamic>,
+    // The software lock path (None: lock words), open in the lock table.
     // Withdraw from message handlers and deregister before the memory goes
     // away (fields drop in declaration order; `release` does it explicitly).
+    soft_lock: Option<soft_lock::SoftLock<T>>,
     exposure: Option<Exposure>,
     reg: Option<Registration>,
     mem: Memory<'a>,
@@ -170,6 +173,7 @@ impl<'a, T: Element> Window<'a, T> {
             })?;
         let reg = world.transport().register(&mem)?;
         let (node_flags, aux) = direct::window_flags(world, &mem);
+        let soft_locks = lock::software_locks(world);
         let desc = Descriptor {
             id,
             base: reg.base,
@@ -177,8 +181,19 @@ impl<'a, T: Element> Window<'a, T> {
             disp_unit: std::mem::size_of::<T>() as u64,
             key: reg.key,
             tag: T::TAG,
-            flags: kind | paths.flags() | node_flags,
+            flags: kind | paths.flags() | node_flags | lock::lock_flags(soft_locks),
             aux,
+        };
+        // Open for lock messages before peers can see the window.
+        let soft_lock = if soft_locks {
+            Some(lock::open_soft_lock::<T>(
+                world,
+                &desc,
+                &mem,
+                paths.software,
+            )?)
+        } else {
+            None
         };
         // Open for software accumulates before peers can see the window.
         let exposure = match paths.software {
@@ -219,6 +234,7 @@ impl<'a, T: Element> Window<'a, T> {
             info: *info,
             freed: false,
             dynamic: None,
+            soft_lock,
             exposure,
             reg: Some(reg),
             mem,

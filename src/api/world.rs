@@ -39,6 +39,9 @@ pub struct WorldStats {
     pub barriers: u64,
     /// The intra-node direct path (operations done by load/store, mappings).
     pub shm: crate::window::mappings::ShmStats,
+    /// The software lock path, as a target (requests granted, queued,
+    /// operations applied from lock-op-unlock messages).
+    pub locks: crate::window::lock_wire::LockStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -55,6 +58,9 @@ pub struct World {
     pub(crate) exposed: Arc<ExposedTable>,
     /// Post notifications received (post/start/complete/wait).
     pub(crate) posts: Arc<PostBox>,
+    /// Windows on the software lock path (the lock handler's registry).
+    pub(crate) lock_table: Arc<crate::window::lock_queue::LockTable>,
+    pub(crate) lock_handler: Arc<crate::window::lock_wire::LockHandler>,
     pub(crate) boot: Arc<dyn Bootstrap>,
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
@@ -102,6 +108,11 @@ impl World {
         transport.set_receiver(am.clone());
         let posts = Arc::new(PostBox::default());
         am.register(am::kind::PSCW, posts.clone())?;
+        let lock_table = Arc::new(crate::window::lock_queue::LockTable::default());
+        let lock_handler = Arc::new(crate::window::lock_wire::LockHandler::new(
+            lock_table.clone(),
+        ));
+        am.register(am::kind::LOCK, lock_handler.clone())?;
 
         let ctrl = super::node::control_region(&config, boot.rank())?;
         ctrl.store_u64(0, MAGIC)?;
@@ -146,6 +157,8 @@ impl World {
             am,
             exposed,
             posts,
+            lock_table,
+            lock_handler,
             boot,
             peers,
             rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),
@@ -212,6 +225,7 @@ impl World {
             active_messages: self.am.stats(),
             barriers: self.barrier_epoch.lock().map(|e| *e).unwrap_or(0),
             shm: self.mappings.stats(),
+            locks: self.lock_handler.stats(),
         }
     }
 

@@ -109,9 +109,10 @@ impl<'a> Memory<'a> {
     }
 
     /// A non-owning view of the same bytes, for the table of memory exposed
-    /// to message handlers (`transport::exposed`), which guarantees that the
-    /// view is dropped before this memory (see `Exposure`).
-    pub(super) fn alias(&self) -> Memory<'static> {
+    /// to message handlers (`transport::exposed`, `window::lock_queue`),
+    /// which guarantee that the view is dropped before this memory (see
+    /// `Exposure`, `LockExposure`).
+    pub(crate) fn alias(&self) -> Memory<'static> {
         Memory {
             ptr: self.ptr,
             len: self.len,

@@ -13,6 +13,8 @@ pub mod am_accumulate;
 pub mod attach;
 pub mod directory;
 pub mod dirty;
+pub mod lock_queue;
+pub mod lock_wire;
 pub mod mappings;
 pub mod peers;
 pub mod rkey_cache;

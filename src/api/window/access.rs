@@ -56,13 +56,16 @@ impl<T: Element> Window<'_, T> {
                 None if rank == self.me => self.desc,
                 None => self.target(rank)?,
             };
-            return self.in_bounds(rank, disp, n, d);
+            let at = self.in_bounds(rank, disp, n, d)?;
+            self.lazy_lock(op, rank)?;
+            return Ok(at);
         }
         let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
         if self.is_dynamic() {
             let at = self.dynamic_remote(rank, disp, n)?;
             self.prepare(prepare, op, rank)?;
             self.epoch()?.issue(self.id, op, rank)?;
+            self.lazy_lock(op, rank)?;
             let off = disp * std::mem::size_of::<T>();
             // A descriptor for this one access, such that `remote(d, off)`
             // is the resolved address (offsets are absolute addresses here).
@@ -77,6 +80,7 @@ impl<T: Element> Window<'_, T> {
         self.in_bounds(rank, disp, n, d)?;
         self.prepare(prepare, op, rank)?;
         self.epoch()?.issue(self.id, op, rank)?;
+        self.lazy_lock(op, rank)?;
         Ok((disp * std::mem::size_of::<T>(), d))
     }
 

@@ -161,6 +161,10 @@ impl<T: Element> Window<'_, T> {
         if n == 0 {
             return Ok(());
         }
+        if self.soft_lock.is_some() && self.defer_op(rank, disp, data, Some(op))? {
+            // Stashed until the lock is acquired (lazy software lock).
+            return Ok(());
+        }
         if self.cpu_atomics() {
             let src = bytemuck::cast_slice(data);
             return self.cpu_accumulate((rank, off, &d), Self::atomic_op(op, n), src, None);

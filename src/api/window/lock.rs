@@ -1,8 +1,18 @@
 //! Per-target passive-target locks: `lock(rank, kind, assert)` and
-//! `unlock(rank)`, driven only by 64-bit provider atomics on a lock word in
-//! the target's control region (word 7 of the window's descriptor), so the
-//! target's CPU takes no part. The algorithm and why it is correct are in
-//! `docs/semantics.md` ("Per-target locks").
+//! `unlock(rank)`. Each window takes one of two paths, decided at creation
+//! identically on every rank ([`software_locks`], `ONESIDED_LOCK`) and
+//! recorded in its descriptor flags ([`FLAG_SOFTWARE_LOCK`]):
+//!
+//! * the *hardware* path here: 64-bit provider atomics (or CPU atomics when
+//!   every rank is node-local) on a lock word in the target's control
+//!   region (word 9 of the window's descriptor), so the target's CPU takes
+//!   no part;
+//! * the *software* path (`soft_lock.rs`): a lock queue at the target
+//!   served by active messages, with lazy locks and one message for
+//!   lock + small operation + unlock.
+//!
+//! The algorithms and why they are correct are in `docs/semantics.md`
+//! ("Per-target locks").
 //!
 //! Lock word: bits 0..32 count readers (holders of a shared lock, plus
 //! readers briefly probing), bits 32..63 count writers that announced
@@ -12,10 +22,82 @@ use std::time::{Duration, Instant};
 
 use super::Window;
 use crate::api::element::Element;
+use crate::api::world::World;
+use crate::config::LockMode;
 use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
+use crate::transport::Memory;
 use crate::transport::{AtomicKind, AtomicOp, RemoteAddr};
-use crate::window::directory;
+use crate::window::directory::{self, Descriptor, FLAG_DYNAMIC};
+use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
+
+use super::soft_lock::SoftLock;
+
+/// Descriptor `flags` bit: the window's locks take the software path.
+pub(crate) const FLAG_SOFTWARE_LOCK: u64 = 1 << 24;
+
+/// The descriptor flag bits of the lock path.
+pub(crate) fn lock_flags(software: bool) -> u64 {
+    if software {
+        FLAG_SOFTWARE_LOCK
+    } else {
+        0
+    }
+}
+
+/// Opens a new window (descriptor `d` over `mem`) for lock messages.
+/// `software_ops`: the accumulate operations on its software path (those a
+/// lock-op-unlock message may carry, with every one when the window runs
+/// accumulates by CPU atomics).
+pub(super) fn open_soft_lock<T: Element>(
+    world: &World,
+    d: &Descriptor,
+    mem: &Memory<'_>,
+    software_ops: u64,
+) -> Result<SoftLock<T>> {
+    let cpu_ops = if d.flags & FLAG_CPU_ATOMICS != 0 {
+        u64::MAX
+    } else {
+        software_ops
+    };
+    let memory = (d.flags & FLAG_DYNAMIC == 0).then_some(mem);
+    let exposure =
+        world
+            .lock_table
+            .expose(d.id, world.config.lock_queue, memory, T::DATATYPE, cpu_ops)?;
+    // Peers may load/store node-shared memory directly: lock eagerly.
+    Ok(SoftLock::new(exposure, d.flags & FLAG_SHARED != 0))
+}
+
+/// Whether a window's locks take the software path (the same on every
+/// rank: configuration, provider and placement only). `auto`: the lock
+/// word when every rank is node-local (CPU atomics) or the provider's
+/// 64-bit atomics run on a NIC; the queue where the provider lacks them or
+/// emulates them with the target's CPU anyway (tcp and verbs through
+/// ofi_rxm's software atomics are not NIC atomics on tcp; sockets, udp and
+/// shm run atomics in the target's progress engine), where one message
+/// round trip beats a chain of emulated atomics (docs/semantics.md).
+pub(crate) fn software_locks(world: &World) -> bool {
+    match world.config.lock {
+        LockMode::Software => true,
+        LockMode::Hardware => false,
+        LockMode::Auto if world.sync_words_by_cpu() => false,
+        LockMode::Auto => {
+            let t = world.transport();
+            let u64t = libfabric_sys::FI_UINT64;
+            let atomics = t
+                .atomic_valid(libfabric_sys::FI_SUM, u64t, AtomicKind::Fetch)
+                .is_some()
+                && t.atomic_valid(libfabric_sys::FI_CSWAP, u64t, AtomicKind::Compare)
+                    .is_some();
+            let provider = world.provider();
+            let emulated = ["tcp", "sockets", "udp", "shm"]
+                .iter()
+                .any(|p| provider.starts_with(p));
+            !atomics || emulated
+        }
+    }
+}
 
 /// One reader.
 pub(crate) const READER: u64 = 1;
@@ -39,12 +121,12 @@ pub(crate) fn writer_may_take(seen: u64) -> bool {
     seen & (READERS | HELD) == 0
 }
 
-const FIRST_SLEEP: Duration = Duration::from_micros(2);
+pub(super) const FIRST_SLEEP: Duration = Duration::from_micros(2);
 const MAX_SLEEP: Duration = Duration::from_micros(500);
 
 /// Bounded exponential backoff that drives progress and honours the
 /// configured timeout.
-struct Backoff<'w> {
+pub(super) struct Backoff<'w> {
     start: Instant,
     sleep: Duration,
     limit: Option<Duration>,
@@ -52,7 +134,7 @@ struct Backoff<'w> {
 }
 
 impl Backoff<'_> {
-    fn pause(&mut self, progress: impl Fn() -> Result<usize>) -> Result<()> {
+    pub(super) fn pause(&mut self, progress: impl Fn() -> Result<usize>) -> Result<()> {
         if let Some(limit) = self.limit {
             if self.start.elapsed() > limit {
                 return Err(Error::Timeout {
@@ -142,7 +224,7 @@ impl<T: Element> Window<'_, T> {
         Ok(())
     }
 
-    fn backoff<'w>(&self, what: &'w dyn Fn() -> String) -> Backoff<'w> {
+    pub(super) fn backoff<'w>(&self, what: &'w dyn Fn() -> String) -> Backoff<'w> {
         Backoff {
             start: Instant::now(),
             sleep: FIRST_SLEEP,
@@ -151,7 +233,21 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
+    /// After an operation `op` to `rank` passed its epoch checks: a lazy
+    /// software lock on `rank` is acquired now, except for `put` and
+    /// `accumulate`, which may be stashed instead (they decide themselves).
+    #[inline]
+    pub(super) fn lazy_lock(&self, op: &'static str, rank: usize) -> Result<()> {
+        if self.soft_lock.is_none() || op == "put" || op == "accumulate" {
+            return Ok(());
+        }
+        self.acquire_pending(rank)
+    }
+
     pub(super) fn acquire(&self, rank: usize, kind: LockType) -> Result<()> {
+        if self.soft_lock.is_some() {
+            return self.soft_acquire(rank, kind);
+        }
         self.check_lock_atomics(rank)?;
         let at = self.lock_word(rank)?;
         let id = self.id;
@@ -221,6 +317,8 @@ impl<T: Element> Window<'_, T> {
     /// promises that no conflicting lock exists and nothing is sent. Locks
     /// on several targets may be held at once; locking oneself goes through
     /// the provider like any other target. Fails after `ONESIDED_TIMEOUT`.
+    /// On the software lock path a remote lock is lazy: nothing is sent
+    /// until the first operation, flush or unlock (see `docs/semantics.md`).
     pub fn lock(&self, rank: usize, kind: LockType, assert: Assert) -> Result<()> {
         self.check_rank(rank)?;
         let nocheck = assert.contains(Assert::NOCHECK);
@@ -228,6 +326,9 @@ impl<T: Element> Window<'_, T> {
         let got = if nocheck {
             // Still learn the target's descriptor so errors show up here.
             self.target(rank).map(|_| ())
+        } else if self.soft_lock.is_some() {
+            self.target(rank)
+                .and_then(|_| self.soft_lock_begin(rank, kind))
         } else {
             self.target(rank).and_then(|_| self.acquire(rank, kind))
         };
@@ -239,6 +340,10 @@ impl<T: Element> Window<'_, T> {
             }
             Err(e) => {
                 state.lock_failed(rank);
+                drop(state);
+                if self.soft_lock.is_some() {
+                    self.drop_pending(rank);
+                }
                 Err(e)
             }
         }
@@ -248,7 +353,12 @@ impl<T: Element> Window<'_, T> {
     /// [`Window::flush`]), then releases the lock taken by [`Window::lock`].
     pub fn unlock(&self, rank: usize) -> Result<()> {
         self.check_rank(rank)?;
-        self.epoch()?.check_unlock(self.id, rank)?;
+        let held = self.epoch()?.check_unlock(self.id, rank)?;
+        if self.soft_lock.is_some() && !held.nocheck {
+            self.soft_unlock(rank, held.kind)?;
+            self.epoch()?.end_unlock(self.id, rank)?;
+            return Ok(());
+        }
         self.complete_local()?;
         self.complete_remote(rank)?;
         let held = self.epoch()?.end_unlock(self.id, rank)?;
@@ -260,6 +370,9 @@ impl<T: Element> Window<'_, T> {
 
     /// Gives back a lock of `kind` held on `rank`'s lock word.
     pub(super) fn release_word(&self, rank: usize, kind: LockType) -> Result<()> {
+        if self.soft_lock.is_some() {
+            return self.soft_release(rank, kind);
+        }
         let at = self.lock_word(rank)?;
         let delta = match kind {
             LockType::Shared => READER,

@@ -20,6 +20,10 @@ impl<T: Element> Window<'_, T> {
     /// end of the epoch.
     pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
         let (off, d) = self.access("put", rank, disp, data.len())?;
+        if self.soft_lock.is_some() && self.defer_op(rank, disp, data, None)? {
+            // Stashed until the lock is acquired (lazy software lock).
+            return Ok(());
+        }
         let bytes: &[u8] = bytemuck::cast_slice(data);
         if rank == self.me && !self.is_dynamic() {
             return self.mem.write(off, bytes);

@@ -80,6 +80,7 @@ impl<T: Element> Window<'_, T> {
         if !self.permit().flushes(rank) {
             self.epoch()?.flush(self.id, "flush", Some(rank))?;
         }
+        self.flush_pending(Some(rank))?;
         self.complete_local()?;
         self.complete_remote(rank)
     }
@@ -87,6 +88,7 @@ impl<T: Element> Window<'_, T> {
     /// Completes all operations to every target.
     pub fn flush_all(&self) -> Result<()> {
         self.epoch()?.flush(self.id, "flush_all", None)?;
+        self.flush_pending(None)?;
         self.complete_all()
     }
 
@@ -199,6 +201,9 @@ impl<T: Element> Window<'_, T> {
         self.freed = true;
         // No handler may touch the memory once this returns.
         self.exposure.take();
+        if let Some(s) = self.soft_lock.as_mut() {
+            s.exposure.take();
+        }
         if let Err(e) = directory::retract(self.world.control_memory(), self.slot) {
             tracing::warn!("window {}: retracting descriptor: {e}", self.id);
         }

@@ -49,6 +49,8 @@ pub mod kind {
     pub const ACCUMULATE: u8 = 1;
     /// Post/start/complete/wait notifications.
     pub const PSCW: u8 = 2;
+    /// Software locks and lock-op-unlock (`window::lock_wire`).
+    pub const LOCK: u8 = 3;
     /// First kind free for tests and experiments.
     pub const USER: u8 = 128;
 }

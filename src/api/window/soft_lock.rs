@@ -1,0 +1,441 @@
+//! The origin side of the software lock path (`ONESIDED_LOCK`, decided per
+//! window): lock requests are active messages of kind `LOCK` served by the
+//! target's lock queue (`window::lock_queue`, `window::lock_wire`).
+//!
+//! * **Lazy locks** (as MPICH): `lock` of a remote target sends nothing
+//!   and records the target as *pending*. The first operation acquires —
+//!   except a small `put` or non-fetching `accumulate`, which is copied
+//!   (*stashed*) instead. `unlock` then sends the lock, the stashed
+//!   operation and the unlock as ONE request, applied by the target when it
+//!   grants the lock, with ONE reply; the operation is complete at the
+//!   target when the reply arrives. A second operation, a fetching one or a
+//!   flush sends the stash with the acquire (lock + operation, one reply)
+//!   and continues with the lock held. `unlock` of a pending target with
+//!   nothing stashed sends nothing: no operation reached the target.
+//! * Locks on oneself, and on windows whose memory peers can load/store
+//!   directly (node-shared segments, `shared_query`), are taken at `lock`
+//!   (eagerly): direct accesses do not pass through here.
+//! * A queued request is polled (with the lock word's backoff) until
+//!   granted; a full queue answers "busy" and the origin retries.
+//! * Release after a granted epoch: `unlock` first completes every
+//!   operation at the target (flush), then sends the release and returns
+//!   without waiting for its reply — MPI asks `unlock` to return once the
+//!   operations are complete at the target, which the flush already
+//!   guaranteed; the release only lets the next locker in. Its reply counts
+//!   on the window's tracker, so the next completing call (and `free`,
+//!   before its barrier) waits for it and reports a refusal.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::Window;
+use crate::api::element::Element;
+use crate::api::op::Op;
+use crate::epoch::LockType;
+use crate::error::{Error, Result};
+use crate::transport::am::kind;
+use crate::transport::Completion;
+use crate::window::lock_queue::LockExposure;
+use crate::window::lock_wire::{Carried, LockMsg, Status, SubOp, MAX_OP_BYTES};
+
+/// An operation held back until the lock is acquired.
+enum Stash<T> {
+    Put { disp: usize, data: Vec<T> },
+    Acc { disp: usize, data: Vec<T>, op: Op },
+}
+
+impl<T: Element> Stash<T> {
+    fn carried(&self) -> Carried<'_> {
+        let size = std::mem::size_of::<T>() as u64;
+        match self {
+            Stash::Put { disp, data } => Carried::Put {
+                offset: *disp as u64 * size,
+                data: bytemuck::cast_slice(data),
+            },
+            Stash::Acc { disp, data, op } => Carried::Accumulate {
+                offset: *disp as u64 * size,
+                op: op.fi_op(),
+                datatype: T::DATATYPE,
+                data: bytemuck::cast_slice(data),
+            },
+        }
+    }
+}
+
+/// A remote target locked lazily and not acquired yet.
+struct Pending<T> {
+    rank: usize,
+    kind: LockType,
+    stash: Option<Stash<T>>,
+}
+
+/// Per-window state of the software lock path.
+pub(super) struct SoftLock<T> {
+    /// Open in the lock table (taken out by `release`, before the memory).
+    pub(super) exposure: Option<LockExposure>,
+    /// Lazy targets not acquired yet (only locked ones: a short list).
+    pending: Mutex<Vec<Pending<T>>>,
+    count: AtomicUsize,
+    /// Peers can load/store our memory: lock eagerly.
+    eager: bool,
+}
+
+impl<T> SoftLock<T> {
+    pub(super) fn new(exposure: LockExposure, eager: bool) -> SoftLock<T> {
+        SoftLock {
+            exposure: Some(exposure),
+            pending: Mutex::new(Vec::new()),
+            count: AtomicUsize::new(0),
+            eager,
+        }
+    }
+}
+
+impl<T: Element> Window<'_, T> {
+    fn soft(&self) -> Option<&SoftLock<T>> {
+        self.soft_lock.as_ref()
+    }
+
+    fn pending_list(&self) -> Result<std::sync::MutexGuard<'_, Vec<Pending<T>>>> {
+        let s = self.soft().ok_or_else(|| {
+            Error::InvalidArgument(format!("window {}: not on the software lock path", self.id))
+        })?;
+        s.pending
+            .lock()
+            .map_err(|_| Error::InvalidArgument(format!("window {}: lock list poisoned", self.id)))
+    }
+
+    /// One lock request to `rank` and its reply (served here for ourselves).
+    fn lock_rpc(&self, rank: usize, m: &LockMsg<'_>) -> Result<Status> {
+        let refused = |why: String| Error::Protocol {
+            peer: format!("rank {rank}"),
+            message: format!("window {}: lock request refused: {why}", self.id),
+        };
+        if rank == self.world.rank() {
+            return self.world.lock_handler.serve(rank, m).map_err(refused);
+        }
+        let slot: Arc<Mutex<Option<std::result::Result<Status, String>>>> = Arc::default();
+        let done = Arc::new(Completion::new());
+        done.add();
+        let (s, d) = (slot.clone(), done.clone());
+        self.world.am.request(
+            self.world.transport(),
+            rank,
+            kind::LOCK,
+            &m.encode(),
+            Box::new(move |reply| {
+                let r = reply.and_then(Status::decode);
+                if let Ok(mut g) = s.lock() {
+                    *g = Some(r);
+                }
+                d.done();
+            }),
+        )?;
+        let id = self.id;
+        self.world.transport().wait(&done, &|| {
+            format!("lock request to rank {rank} (window {id})")
+        })?;
+        let got = slot.lock().ok().and_then(|mut g| g.take());
+        match got {
+            Some(Ok(s)) => Ok(s),
+            Some(Err(why)) => Err(refused(why)),
+            None => Err(refused("no reply recorded".into())),
+        }
+    }
+
+    /// Takes `kind` on `rank` through its queue, carrying `op` (applied by
+    /// the target when it grants) and, with `release`, giving the lock back
+    /// right after it. Returns whether `op` was applied there: false when
+    /// the request was queued, in which case the lock is held and `op` is
+    /// still to do.
+    fn soft_take(
+        &self,
+        rank: usize,
+        kind: LockType,
+        op: Carried<'_>,
+        release: bool,
+    ) -> Result<bool> {
+        let id = self.id;
+        let what = move || format!("waiting for a {kind:?} lock of rank {rank} (window {id})");
+        let mut wait = self.backoff(&what);
+        let t = self.world.transport();
+        let acquire = LockMsg {
+            sub: SubOp::Acquire,
+            kind,
+            release,
+            window: id,
+            ticket: 0,
+            op,
+        };
+        let ticket = loop {
+            match self.lock_rpc(rank, &acquire)? {
+                Status::Granted => return Ok(true),
+                Status::Queued(ticket) => break ticket,
+                Status::Busy => wait.pause(|| t.progress())?,
+                Status::Done => return Err(self.odd_reply(rank)),
+            }
+        };
+        let poll = LockMsg {
+            sub: SubOp::Poll,
+            op: Carried::None,
+            release: false,
+            ticket,
+            ..acquire
+        };
+        loop {
+            let paused = wait.pause(|| t.progress());
+            if let Err(e) = paused {
+                // Withdraw (best effort: a granted lock is given back).
+                let cancel = LockMsg {
+                    sub: SubOp::Cancel,
+                    ..poll
+                };
+                let _ = self.lock_rpc(rank, &cancel);
+                return Err(e);
+            }
+            match self.lock_rpc(rank, &poll)? {
+                Status::Granted => return Ok(false),
+                Status::Queued(_) => {}
+                _ => return Err(self.odd_reply(rank)),
+            }
+        }
+    }
+
+    fn odd_reply(&self, rank: usize) -> Error {
+        Error::Protocol {
+            peer: format!("rank {rank}"),
+            message: format!("window {}: unexpected lock reply", self.id),
+        }
+    }
+
+    /// Blocking acquire of `kind` on `rank` (lock_all's shared locks,
+    /// eager locks).
+    pub(super) fn soft_acquire(&self, rank: usize, kind: LockType) -> Result<()> {
+        self.soft_take(rank, kind, Carried::None, false).map(|_| ())
+    }
+
+    /// Gives back `kind` on `rank` without waiting for the reply (counted
+    /// on the window's tracker).
+    pub(super) fn soft_release(&self, rank: usize, kind: LockType) -> Result<()> {
+        let m = LockMsg {
+            sub: SubOp::Release,
+            kind,
+            release: false,
+            window: self.id,
+            ticket: 0,
+            op: Carried::None,
+        };
+        if rank == self.world.rank() {
+            return self.lock_rpc(rank, &m).map(|_| ());
+        }
+        let out = self.outstanding.clone();
+        out.add();
+        let tracker = out.clone();
+        let id = self.id;
+        let sent = self.world.am.request(
+            self.world.transport(),
+            rank,
+            kind::LOCK,
+            &m.encode(),
+            Box::new(move |reply| match reply.and_then(Status::decode) {
+                Ok(Status::Done) => tracker.done(),
+                Ok(s) => tracker.failed(format!("window {id}: release answered {s:?}")),
+                Err(why) => tracker.failed(format!("window {id}: release refused: {why}")),
+            }),
+        );
+        if sent.is_err() {
+            out.done();
+        }
+        sent
+    }
+
+    /// `lock` on the software path: eager for ourselves and node-shared
+    /// memory, else recorded as pending (nothing sent).
+    pub(super) fn soft_lock_begin(&self, rank: usize, kind: LockType) -> Result<()> {
+        let eager = self.soft().is_some_and(|s| s.eager);
+        if eager || rank == self.world.rank() {
+            // Locks called earlier are acquired first (see `settle_upto`).
+            self.settle_upto(None)?;
+            return self.soft_acquire(rank, kind);
+        }
+        self.pending_list()?.push(Pending {
+            rank,
+            kind,
+            stash: None,
+        });
+        if let Some(s) = self.soft() {
+            s.count.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    fn any_pending(&self) -> bool {
+        self.soft()
+            .is_some_and(|s| s.count.load(Ordering::Acquire) != 0)
+    }
+
+    /// Removes `rank`'s pending entry (keeping the others in lock order).
+    fn take_pending(&self, rank: usize) -> Result<Option<Pending<T>>> {
+        if !self.any_pending() {
+            return Ok(None);
+        }
+        let mut list = self.pending_list()?;
+        let Some(i) = list.iter().position(|p| p.rank == rank) else {
+            return Ok(None);
+        };
+        let p = list.remove(i);
+        if let Some(s) = self.soft() {
+            s.count.fetch_sub(1, Ordering::AcqRel);
+        }
+        Ok(Some(p))
+    }
+
+    /// Acquires pending locks in the order `lock` was called, up to and
+    /// including `rank`'s (every one for `None`). Keeping the call order
+    /// keeps a program that locks several targets in a fixed order
+    /// deadlock-free: a lock is never acquired while one locked later is
+    /// held. A lock that cannot be acquired is dropped from the epoch (its
+    /// `unlock` is then refused).
+    fn settle_upto(&self, rank: Option<usize>) -> Result<()> {
+        loop {
+            let (p, last) = {
+                let mut list = self.pending_list()?;
+                let upto = match rank {
+                    Some(r) => list.iter().position(|p| p.rank == r),
+                    None => list.len().checked_sub(1),
+                };
+                let Some(upto) = upto else {
+                    return Ok(());
+                };
+                let p = list.remove(0);
+                if let Some(s) = self.soft() {
+                    s.count.fetch_sub(1, Ordering::AcqRel);
+                }
+                (p, upto == 0)
+            };
+            let r = p.rank;
+            if let Err(e) = self.settle(p) {
+                self.epoch()?.lock_failed(r);
+                return Err(e);
+            }
+            if last {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Acquires `p`'s lock carrying its stash; replays the stash through the
+    /// normal path if the request was queued instead.
+    fn settle(&self, p: Pending<T>) -> Result<()> {
+        let op = p.stash.as_ref().map_or(Carried::None, Stash::carried);
+        let applied = self.soft_take(p.rank, p.kind, op, false)?;
+        if !applied {
+            self.replay(p.rank, p.stash)?;
+        }
+        Ok(())
+    }
+
+    fn replay(&self, rank: usize, stash: Option<Stash<T>>) -> Result<()> {
+        match stash {
+            None => Ok(()),
+            Some(Stash::Put { disp, data }) => self.put(rank, disp, &data),
+            Some(Stash::Acc { disp, data, op }) => self.accumulate(rank, disp, &data, op),
+        }
+    }
+
+    /// Before an operation (other than a stashed one) to `rank`: acquires
+    /// its pending lock (and those locked before it).
+    pub(super) fn acquire_pending(&self, rank: usize) -> Result<()> {
+        if !self.any_pending() {
+            return Ok(());
+        }
+        self.settle_upto(Some(rank))
+    }
+
+    /// A flush of `rank` (or of every target): pending locks with a stashed
+    /// operation acquire (the operation completes with the reply), with
+    /// those locked before them; pending locks without one have nothing to
+    /// complete.
+    pub(super) fn flush_pending(&self, rank: Option<usize>) -> Result<()> {
+        if !self.any_pending() {
+            return Ok(());
+        }
+        let last = self
+            .pending_list()?
+            .iter()
+            .filter(|p| p.stash.is_some() && rank.is_none_or(|r| r == p.rank))
+            .map(|p| p.rank)
+            .last();
+        match last {
+            Some(r) => self.settle_upto(Some(r)),
+            None => Ok(()),
+        }
+    }
+
+    /// A `put` (`acc` = None) or non-fetching accumulate to a pending
+    /// target: stashed if it is the first operation and small enough
+    /// (returns true: done), else the lock is acquired first (false: go on).
+    pub(super) fn defer_op(
+        &self,
+        rank: usize,
+        disp: usize,
+        data: &[T],
+        acc: Option<Op>,
+    ) -> Result<bool> {
+        if !self.any_pending() {
+            return Ok(false);
+        }
+        let bytes = std::mem::size_of_val(data);
+        let cpu_ok = match acc {
+            None => true,
+            Some(op) => self.cpu_atomics() || self.paths.software(op.fi_op()),
+        };
+        let fits = bytes > 0 && bytes <= MAX_OP_BYTES && cpu_ok && !self.is_dynamic();
+        {
+            let mut list = self.pending_list()?;
+            let Some(p) = list.iter_mut().find(|p| p.rank == rank) else {
+                return Ok(false);
+            };
+            if fits && p.stash.is_none() {
+                p.stash = Some(match acc {
+                    None => Stash::Put {
+                        disp,
+                        data: data.to_vec(),
+                    },
+                    Some(op) => Stash::Acc {
+                        disp,
+                        data: data.to_vec(),
+                        op,
+                    },
+                });
+                return Ok(true);
+            }
+        }
+        self.settle_upto(Some(rank))?;
+        Ok(false)
+    }
+
+    /// `unlock` on the software path, after the epoch check. A pending
+    /// target sends its stash as one lock-op-unlock request (or nothing);
+    /// an acquired one completes its operations, then releases.
+    pub(super) fn soft_unlock(&self, rank: usize, kind: LockType) -> Result<()> {
+        if let Some(p) = self.take_pending(rank)? {
+            let Some(stash) = p.stash else {
+                return Ok(());
+            };
+            if self.soft_take(rank, kind, stash.carried(), true)? {
+                return Ok(());
+            }
+            // Queued, then granted by a poll: do it the long way.
+            self.replay(rank, Some(stash))?;
+        }
+        self.complete_local()?;
+        self.complete_remote(rank)?;
+        self.soft_release(rank, kind)
+    }
+
+    /// Forgets `rank`'s pending entry (a failed lock).
+    pub(super) fn drop_pending(&self, rank: usize) {
+        let _ = self.take_pending(rank);
+    }
+}
