@@ -184,3 +184,23 @@ spmd_test!(
     jobs = common::matrix_one_provider(&[8]),
     mcs_mutex
 );
+
+/// The same tests with every lock on the software path
+/// (`ONESIDED_LOCK=software`: the target's lock queue, lazy locks), on
+/// each provider.
+#[test]
+fn software_lock_variants() {
+    for provider in common::providers() {
+        for test in ["linked_list_cas_lock_all", "mcs_mutex_counter"] {
+            for ranks in [2, 4] {
+                common::run_variant(
+                    module_path!(),
+                    test,
+                    ranks,
+                    &provider,
+                    &[("ONESIDED_LOCK", "software")],
+                );
+            }
+        }
+    }
+}

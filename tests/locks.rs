@@ -271,3 +271,30 @@ spmd_test!(
     jobs = common::matrix_one_provider(&[8]),
     contention
 );
+
+/// The same tests with every lock on the software path
+/// (`ONESIDED_LOCK=software`: the target's lock queue, lazy locks), on
+/// each provider.
+#[test]
+fn software_lock_variants() {
+    for provider in common::providers() {
+        for test in [
+            "lock_wait_is_bounded_by_the_timeout",
+            "exclusive_lock_contention",
+            "shared_readers_exclusive_writer",
+            "self_lock_and_many_targets",
+            "nocheck_lock",
+            "lock_misuse_is_refused",
+        ] {
+            for ranks in [2, 4] {
+                common::run_variant(
+                    module_path!(),
+                    test,
+                    ranks,
+                    &provider,
+                    &[("ONESIDED_LOCK", "software")],
+                );
+            }
+        }
+    }
+}

@@ -425,3 +425,23 @@ fn random_rma_checker_software_accumulates() {
         }
     }
 }
+
+/// The same checker with every lock on the software path (the target's
+/// lock queue, lazy locks, lock-op-unlock messages), on each provider.
+#[test]
+fn random_rma_checker_software_locks() {
+    for provider in common::providers() {
+        for ranks in [2, 4] {
+            common::run_variant(
+                module_path!(),
+                "random_rma_checker",
+                ranks,
+                &provider,
+                &[
+                    ("ONESIDED_LOCK", "software"),
+                    ("ONESIDED_ACCUMULATE", "software"),
+                ],
+            );
+        }
+    }
+}

@@ -91,6 +91,9 @@ fn lock_all_excludes() {
     if rank == 1 {
         win.lock(0, LockType::Exclusive, Assert::NONE)
             .expect("lock");
+        // A lazy (software-path) lock is acquired by the first operation.
+        let mut v = [0u64];
+        win.get(0, 1, &mut v).expect("get");
     }
     world.barrier().expect("barrier");
     if rank != 1 {
@@ -357,3 +360,24 @@ spmd_test!(
     jobs = common::matrix_one_provider(&[8]),
     pscw_notified
 );
+
+/// The lock_all tests with every lock on the software path
+/// (`ONESIDED_LOCK=software`: shared locks through the target's queue), on
+/// each provider.
+#[test]
+fn software_lock_variants() {
+    for provider in common::providers() {
+        for (test, ranks) in [
+            ("lock_all_excludes_exclusive_lock", 3),
+            ("lock_all_readers_see_no_torn_pair", 4),
+        ] {
+            common::run_variant(
+                module_path!(),
+                test,
+                ranks,
+                &provider,
+                &[("ONESIDED_LOCK", "software")],
+            );
+        }
+    }
+}
