@@ -16,6 +16,8 @@ use onesided::{Assert, LockType, Op, Window, World};
 
 const ROUNDS: u64 = 40;
 
+type Replies = Arc<Mutex<Vec<Result<Vec<u8>, String>>>>;
+
 fn software_world(accumulate: Option<&str>) -> World {
     std::env::set_var("ONESIDED_LOCK", "software");
     if let Some(a) = accumulate {
@@ -249,7 +251,7 @@ fn hostile() {
     if rank == 0 {
         let am = world.active_messages();
         let t = world.bench_transport();
-        let got: Arc<Mutex<Vec<Result<Vec<u8>, String>>>> = Arc::default();
+        let got: Replies = Arc::default();
         for (i, m) in bad.iter().enumerate() {
             let g = got.clone();
             am.request(

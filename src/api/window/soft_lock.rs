@@ -363,9 +363,9 @@ impl<T: Element> Window<'_, T> {
         let last = self
             .pending_list()?
             .iter()
-            .filter(|p| p.stash.is_some() && rank.is_none_or(|r| r == p.rank))
-            .map(|p| p.rank)
-            .last();
+            .rev()
+            .find(|p| p.stash.is_some() && rank.is_none_or(|r| r == p.rank))
+            .map(|p| p.rank);
         match last {
             Some(r) => self.settle_upto(Some(r)),
             None => Ok(()),
