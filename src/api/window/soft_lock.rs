@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use super::Window;
 use crate::api::element::Element;
-use crate::api::op::Op;
+use crate::api::op::AnyOp;
 use crate::epoch::LockType;
 use crate::error::{Error, Result};
 use crate::transport::am::kind;
@@ -40,8 +40,15 @@ use crate::window::lock_wire::{Carried, LockMsg, Status, SubOp, MAX_OP_BYTES};
 
 /// An operation held back until the lock is acquired.
 enum Stash<T> {
-    Put { disp: usize, data: Vec<T> },
-    Acc { disp: usize, data: Vec<T>, op: Op },
+    Put {
+        disp: usize,
+        data: Vec<T>,
+    },
+    Acc {
+        disp: usize,
+        data: Vec<T>,
+        op: AnyOp,
+    },
 }
 
 impl<T: Element> Stash<T> {
@@ -380,7 +387,7 @@ impl<T: Element> Window<'_, T> {
         rank: usize,
         disp: usize,
         data: &[T],
-        acc: Option<Op>,
+        acc: Option<AnyOp>,
     ) -> Result<bool> {
         if !self.any_pending() {
             return Ok(false);
