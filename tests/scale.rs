@@ -2,7 +2,8 @@
 //! rank, and the per-peer state it reports follows the design — creating a
 //! window adds no peer, address-vector or rkey-cache entry anywhere; after
 //! the use phase rank 0 (talks to all) caches 3 descriptors, rank 1 (talks
-//! to one) 1, the idle ranks none; freeing drops the window's cache entries.
+//! to one) 1, the idle ranks none (at most the cache's capacity); freeing
+//! drops the window's cache entries.
 
 #[macro_use]
 #[allow(unused_macros)]
@@ -44,7 +45,10 @@ fn scale_reports_per_peer_state_only_for_touched_peers() {
                 "rank {r}: {k} changed at creation: {v}"
             );
         }
-        let want = [3, 1, 0, 0][r];
+        // A cache smaller than the peers touched (the tiny-size CI stage,
+        // ONESIDED_RKEY_CACHE=1) holds only its capacity.
+        let capacity = used["rkey_cache_capacity"].as_u64().unwrap_or(0);
+        let want = [3, 1, 0, 0][r].min(capacity);
         assert_eq!(f["window_cached_peers_used"], want, "rank {r}: {v}");
         assert_eq!(used["rkey_cache_entries"], want, "rank {r}: {v}");
         assert_eq!(f["freed"]["rkey_cache_entries"], 0, "rank {r}: {v}");
