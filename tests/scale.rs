@@ -12,6 +12,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
+use onesided::{Assert, LockType, Window, World};
 use serde_json::Value;
 
 const SCALE: &str = env!("CARGO_BIN_EXE_onesided-scale");
@@ -63,3 +64,67 @@ fn scale_reports_per_peer_state_only_for_touched_peers() {
         assert!(v["create_us_median"].as_f64().is_some_and(|t| t > 0.0));
     }
 }
+
+/// Transport messages of rank 0's lock-put-unlock to rank 1, and its rkey
+/// cache misses.
+fn lock_put_unlock(world: &World, win: &Window<'_, u64>) -> [u64; 5] {
+    world.barrier().unwrap();
+    let a = world.stats();
+    if world.rank() == 0 {
+        win.lock(1, LockType::Exclusive, Assert::NONE).unwrap();
+        win.put(1, 0, &[7]).unwrap();
+        win.unlock(1).unwrap();
+    }
+    let b = world.stats();
+    world.barrier().unwrap();
+    let (x, y) = (&a.transport, &b.transport);
+    [
+        y.writes - x.writes,
+        y.reads - x.reads,
+        y.atomics - x.atomics,
+        y.sends - x.sends,
+        b.rkey_cache.misses - a.rkey_cache.misses,
+    ]
+}
+
+/// The first access to a peer of a uniform window (same size on every rank)
+/// sends exactly what later accesses send — no descriptor read — where the
+/// provider lets us choose keys and addresses by offset (tcp, sockets); a
+/// non-uniform window's first access costs exactly one read more (the
+/// descriptor) and one rkey-cache miss.
+fn first_access_messages() {
+    let world = World::init().expect("init");
+    let rank = world.rank();
+    let props = world.transport_props();
+    let by_key = !props.prov_key && !props.virt_addr;
+    // The second window has one more element on rank 1.
+    for (second, extra) in [(false, 0), (true, rank)] {
+        let mut win = Window::<u64>::allocate(&world, 8 + extra).expect("allocate");
+        let uniform = win.stats().uniform;
+        assert_eq!(uniform, by_key && !second, "{}", props.provider);
+        let first = lock_put_unlock(&world, &win);
+        let again = lock_put_unlock(&world, &win);
+        if rank == 0 {
+            let descriptor_reads = u64::from(!uniform);
+            let mut want = again;
+            want[1] += descriptor_reads;
+            want[4] = descriptor_reads;
+            assert_eq!(
+                first, want,
+                "[writes, reads, atomics, sends, rkey misses] of the first lock-put-unlock \
+                 (uniform: {uniform}; the second: {again:?}; {})",
+                props.provider
+            );
+            assert_eq!(again[4], 0, "{again:?}");
+        } else {
+            assert_eq!(win.local_to_vec().unwrap()[0], 7);
+        }
+        world.barrier().unwrap();
+        win.free().unwrap();
+    }
+}
+spmd_test!(
+    uniform_first_access_reads_no_descriptor,
+    jobs = common::matrix_providers(&[2]),
+    first_access_messages
+);

@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
 use crate::transport::{Completion, Memory, Registration, RemoteAddr};
 use crate::window::directory::{self, Descriptor, ENTRY_BYTES, FLAG_DYNAMIC};
+use crate::window::uniform;
 
 /// Counters of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,10 @@ pub struct WindowStats {
     pub attach_table_reads: u64,
     /// Dynamic windows: peers whose attachment table is cached.
     pub cached_attach_tables: usize,
+    /// Every rank passed the same size, type and flags and the provider lets
+    /// us choose keys: peers are reached with no descriptor read
+    /// (`window::uniform`).
+    pub uniform: bool,
 }
 
 /// A window of `T` elements, created collectively by every process.
@@ -50,6 +55,8 @@ pub struct Window<'a, T: Element> {
     slot: usize,
     len: usize,
     desc: Descriptor,
+    // Same geometry everywhere: peers' descriptors are computed, not read.
+    uniform: bool,
     epoch: Mutex<SyncState>,
     outstanding: Arc<Completion>,
     dirty: Mutex<HashSet<usize>>,
@@ -112,61 +119,53 @@ impl<'a, T: Element> Window<'a, T> {
         kind: u64,
         info: &WindowInfo,
     ) -> Result<Self> {
-        // Decided identically on every rank (same provider, same variable,
-        // same hints); recorded in the descriptor flags, which peers compare.
-        // Dynamic windows keep every accumulate on the provider (their
-        // memory is the attached regions, which the software path does not
-        // reach yet).
-        let paths = if kind & FLAG_DYNAMIC != 0 {
-            info::Paths::provider_only()
-        } else {
-            info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
-        };
         let id = world.next_window_id();
         let ctrl = world.control_memory();
-        let slots = world.config.max_windows;
-        // Every rank creates and frees windows in the same collective order,
-        // so the lowest free slot is the same everywhere; descriptors carry
-        // the id, so a disagreement is detected on first access.
-        let slot = (0..slots)
-            .find(|s| directory::slot_free(ctrl, *s).unwrap_or(false))
-            .ok_or_else(|| {
-                Error::Exhausted(format!(
-                    "window {id}: {slots} windows are alive already (raise ONESIDED_MAX_WINDOWS)"
-                ))
-            })?;
-        let reg = world.transport().register(&mem)?;
-        let (node_flags, aux) = direct::window_flags(world, &mem);
-        let desc = Descriptor {
-            id,
-            base: reg.base,
-            len: mem.len() as u64,
-            disp_unit: std::mem::size_of::<T>() as u64,
-            key: reg.key,
-            tag: T::TAG,
-            flags: kind | paths.flags() | node_flags,
-            aux,
-        };
-        // Open for software accumulates before peers can see the window.
-        let exposure = match paths.software {
-            0 => None,
-            mask => Some(world.exposed.expose(id, &mem, T::DATATYPE, mask)?),
-        };
-        directory::publish(ctrl, slot, &desc)?;
-        // Peers may post to this window as soon as they leave the barrier.
-        world.posts.open(id);
-        if let Err(e) = world.barrier() {
-            world.posts.close(id);
-            // Leave no descriptor behind for a window that does not exist.
-            let _ = directory::retract(ctrl, slot);
-            return Err(e);
+        // This rank's part; a failure still takes part in the creation's
+        // allreduce (so every rank returns an error instead of hanging).
+        let local = Self::prepare_local(world, &mem, id, kind, info);
+        if let Ok((_, slot, _, desc, _, _)) = &local {
+            if let Err(e) = directory::publish(ctrl, *slot, desc) {
+                tracing::warn!("window {id}: publishing the descriptor failed: {e}");
+            }
         }
+        // Peers may post to this window as soon as they leave the allreduce.
+        world.posts.open(id);
+        let agreed = uniform::agree(
+            world,
+            id,
+            local.as_ref().ok().map(|l| &l.3),
+            local.as_ref().is_ok_and(|l| l.5),
+        );
+        let published = local.as_ref().ok().map(|l| l.1);
+        let fail = |e: Error| {
+            world.posts.close(id);
+            if let Some(slot) = published {
+                // Leave no descriptor behind for a window that does not exist.
+                let _ = directory::retract(ctrl, slot);
+            }
+            Err(e)
+        };
+        let agreed = match agreed {
+            Ok(a) if a.failed && published.is_some() => {
+                return fail(Error::InvalidArgument(format!(
+                    "window {id}: creation failed on another rank"
+                )))
+            }
+            Ok(a) => a,
+            Err(e) => return fail(e),
+        };
+        let (paths, slot, reg, desc, exposure, _) = match local {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
         Ok(Window {
             world,
             id,
             slot,
             len,
             desc,
+            uniform: agreed.uniform,
             epoch: Mutex::new(SyncState::default()),
             outstanding: Arc::new(Completion::new()),
             dirty: Mutex::new(HashSet::new()),
@@ -180,6 +179,70 @@ impl<'a, T: Element> Window<'a, T> {
             mem,
             _t: PhantomData,
         })
+    }
+
+    /// This rank's part of creating window `id`: the accumulate paths, the
+    /// directory slot, the registration (under the window's own key where
+    /// the provider lets us choose, `window::uniform`), the descriptor, the
+    /// software-accumulate exposure, and whether the key is the window's.
+    #[allow(clippy::type_complexity)]
+    fn prepare_local(
+        world: &'a World,
+        mem: &Memory<'a>,
+        id: u64,
+        kind: u64,
+        info: &WindowInfo,
+    ) -> Result<(
+        info::Paths,
+        usize,
+        Registration,
+        Descriptor,
+        Option<Exposure>,
+        bool,
+    )> {
+        // Decided identically on every rank (same provider, same variable,
+        // same hints); recorded in the descriptor flags, which the
+        // creation's allreduce (uniform windows) or peers on first access
+        // compare. Dynamic windows keep every accumulate on the provider
+        // (their memory is the attached regions, which the software path
+        // does not reach yet).
+        let paths = if kind & FLAG_DYNAMIC != 0 {
+            info::Paths::provider_only()
+        } else {
+            info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
+        };
+        let ctrl = world.control_memory();
+        let slots = world.config.max_windows;
+        // Every rank creates and frees windows in the same collective order,
+        // so the lowest free slot is the same everywhere; descriptors carry
+        // the id, so a disagreement is detected on first access.
+        let slot = (0..slots)
+            .find(|s| directory::slot_free(ctrl, *s).unwrap_or(false))
+            .ok_or_else(|| {
+                Error::Exhausted(format!(
+                    "window {id}: {slots} windows are alive already (raise ONESIDED_MAX_WINDOWS)"
+                ))
+            })?;
+        let key = uniform::window_key(id);
+        let reg = world.transport().register_keyed(mem, key)?;
+        let keyed = reg.key == key && reg.base == 0;
+        let (node_flags, aux) = direct::window_flags(world, mem);
+        let desc = Descriptor {
+            id,
+            base: reg.base,
+            len: mem.len() as u64,
+            disp_unit: std::mem::size_of::<T>() as u64,
+            key: reg.key,
+            tag: T::TAG,
+            flags: kind | paths.flags() | node_flags,
+            aux,
+        };
+        // Open for software accumulates before peers can see the window.
+        let exposure = match paths.software {
+            0 => None,
+            mask => Some(world.exposed.expose(id, mem, T::DATATYPE, mask)?),
+        };
+        Ok((paths, slot, reg, desc, exposure, keyed))
     }
 
     /// Collective window id (the same on every rank).
@@ -209,6 +272,7 @@ impl<'a, T: Element> Window<'a, T> {
             dirty_targets: self.dirty_targets().len(),
             attach_table_reads: self.dynamic.as_ref().map_or(0, |d| d.table_reads()),
             cached_attach_tables: self.dynamic.as_ref().map_or(0, |d| d.cached_tables()),
+            uniform: self.uniform,
         }
     }
 
@@ -260,6 +324,13 @@ impl<'a, T: Element> Window<'a, T> {
     /// The descriptor of `rank`'s window: our own, cached, or read remotely.
     fn target(&self, rank: usize) -> Result<Descriptor> {
         if rank == self.world.rank() {
+            return Ok(self.desc);
+        }
+        // Uniform window: the peer's descriptor is ours (same key, offset
+        // addressing, same length) unless node-shared memory is reached by
+        // the peer's own mapping (bits 8–15, the direct path).
+        if self.uniform && (self.desc.flags & 0xff00 == 0 || !self.world.node.is_local(rank)) {
+            self.world.control(rank)?;
             return Ok(self.desc);
         }
         if let Some(d) = self
