@@ -161,18 +161,39 @@ fn count_messages(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
     if size < 2 {
         return Err("--messages needs at least 2 ranks".into());
     }
-    for kind in EPOCHS {
-        let mut win = Window::<u8>::allocate(&world, cli.bytes.max(16) as usize)?;
+    // A uniform window (the same size everywhere: no descriptor reads where
+    // the provider lets us choose keys) and a non-uniform one (8 B more per
+    // rank: descriptors read on first access, as before uniform windows).
+    for (window, extra) in [("uniform", 0), ("non-uniform", 8 * rank)] {
+        for kind in EPOCHS {
+            epochs(cli, &world, window, extra, kind)?;
+        }
+    }
+    Ok(())
+}
+
+fn epochs(
+    cli: &Cli,
+    world: &World,
+    window: &str,
+    extra: usize,
+    kind: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (rank, size) = (world.rank(), world.size());
+    {
+        let mut win = Window::<u8>::allocate(world, cli.bytes.max(16) as usize + extra)?;
         for phase in ["first", "again"] {
             world.barrier()?;
             let before = world.stats();
-            epoch(&world, &win, kind)?;
+            epoch(world, &win, kind)?;
             let after = world.stats();
             world.barrier()?;
             println!(
                 "{}",
                 json!({
                     "type": "messages",
+                    "window": window,
+                    "uniform": win.stats().uniform,
                     "epoch": kind,
                     "phase": phase,
                     "rank": rank,
@@ -225,6 +246,7 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
                 "freed": world_json(&world.stats()),
                 "window_cached_peers_created": w_created,
                 "window_cached_peers_used": w_used,
+                "window_uniform": win.stats().uniform,
             }));
         }
     }
