@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod accumulate;
+mod create;
 mod direct;
 mod dynamic;
 mod info;
@@ -28,7 +29,7 @@ use crate::epoch::{Prepare, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
 use crate::transport::{Completion, Memory, Registration, RemoteAddr};
-use crate::window::directory::{self, Descriptor, ENTRY_BYTES, FLAG_DYNAMIC};
+use crate::window::directory::{self, Descriptor, ENTRY_BYTES};
 use crate::window::uniform;
 
 /// Counters of one window.
@@ -86,16 +87,11 @@ impl<'a, T: Element> Window<'a, T> {
     /// [`Window::allocate`] with creation hints (collective; every rank
     /// should pass the same hints).
     pub fn allocate_with(world: &'a World, len: usize, info: &WindowInfo) -> Result<Self> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME))
-        })?;
-        Self::build(
-            world,
-            direct::window_memory(world, bytes, false)?,
-            len,
-            0,
-            info,
-        )
+        let mem = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME)))
+            .and_then(|bytes| direct::window_memory(world, bytes, false));
+        Self::build_from(world, mem, len, 0, info)
     }
 
     /// Exposes user memory as a window for as long as the window lives (collective).
@@ -123,12 +119,10 @@ impl<'a, T: Element> Window<'a, T> {
         let ctrl = world.control_memory();
         // This rank's part; a failure still takes part in the creation's
         // allreduce (so every rank returns an error instead of hanging).
-        let local = Self::prepare_local(world, &mem, id, kind, info);
-        if let Ok((_, slot, _, desc, _, _)) = &local {
-            if let Err(e) = directory::publish(ctrl, *slot, desc) {
-                tracing::warn!("window {id}: publishing the descriptor failed: {e}");
-            }
-        }
+        let local = Self::prepare_local(world, &mem, id, kind, info).and_then(|l| {
+            directory::publish(ctrl, l.1, &l.3)?;
+            Ok(l)
+        });
         // Peers may post to this window as soon as they leave the allreduce.
         world.posts.open(id);
         let agreed = uniform::agree(
@@ -179,70 +173,6 @@ impl<'a, T: Element> Window<'a, T> {
             mem,
             _t: PhantomData,
         })
-    }
-
-    /// This rank's part of creating window `id`: the accumulate paths, the
-    /// directory slot, the registration (under the window's own key where
-    /// the provider lets us choose, `window::uniform`), the descriptor, the
-    /// software-accumulate exposure, and whether the key is the window's.
-    #[allow(clippy::type_complexity)]
-    fn prepare_local(
-        world: &'a World,
-        mem: &Memory<'a>,
-        id: u64,
-        kind: u64,
-        info: &WindowInfo,
-    ) -> Result<(
-        info::Paths,
-        usize,
-        Registration,
-        Descriptor,
-        Option<Exposure>,
-        bool,
-    )> {
-        // Decided identically on every rank (same provider, same variable,
-        // same hints); recorded in the descriptor flags, which the
-        // creation's allreduce (uniform windows) or peers on first access
-        // compare. Dynamic windows keep every accumulate on the provider
-        // (their memory is the attached regions, which the software path
-        // does not reach yet).
-        let paths = if kind & FLAG_DYNAMIC != 0 {
-            info::Paths::provider_only()
-        } else {
-            info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
-        };
-        let ctrl = world.control_memory();
-        let slots = world.config.max_windows;
-        // Every rank creates and frees windows in the same collective order,
-        // so the lowest free slot is the same everywhere; descriptors carry
-        // the id, so a disagreement is detected on first access.
-        let slot = (0..slots)
-            .find(|s| directory::slot_free(ctrl, *s).unwrap_or(false))
-            .ok_or_else(|| {
-                Error::Exhausted(format!(
-                    "window {id}: {slots} windows are alive already (raise ONESIDED_MAX_WINDOWS)"
-                ))
-            })?;
-        let key = uniform::window_key(id);
-        let reg = world.transport().register_keyed(mem, key)?;
-        let keyed = reg.key == key && reg.base == 0;
-        let (node_flags, aux) = direct::window_flags(world, mem);
-        let desc = Descriptor {
-            id,
-            base: reg.base,
-            len: mem.len() as u64,
-            disp_unit: std::mem::size_of::<T>() as u64,
-            key: reg.key,
-            tag: T::TAG,
-            flags: kind | paths.flags() | node_flags,
-            aux,
-        };
-        // Open for software accumulates before peers can see the window.
-        let exposure = match paths.software {
-            0 => None,
-            mask => Some(world.exposed.expose(id, mem, T::DATATYPE, mask)?),
-        };
-        Ok((paths, slot, reg, desc, exposure, keyed))
     }
 
     /// Collective window id (the same on every rank).
