@@ -43,8 +43,16 @@ def row(p, role, r):
         f"{kib(f['rss_used'] - f['rss_created']):>3} | "
         f"{r['init']['av_entries']} / {f['created']['av_entries']} / {f['used']['av_entries']} | "
         f"{f['used']['peers_contacted']} | {f['used']['rkey_cache_entries']} | "
-        f"{f['window_cached_peers_used']} | {r['create_us_median']:.0f} | {r['free_us_median']:.0f} |"
+        f"{f['window_cached_peers_used']} | {msgs(f.get('create_messages'))} / "
+        f"{msgs(f.get('free_messages'))} | {r['create_us_median']:.0f} | {r['free_us_median']:.0f} |"
     )
+
+
+def msgs(s):
+    """Messages a rank sent: RMA writes + reads + atomics + active messages."""
+    if not s:
+        return "–"
+    return str(s["writes"] + s["reads"] + s["atomics"] + s["sends"])
 
 
 def table(d):
@@ -60,8 +68,9 @@ def table(d):
     lines += [
         "| P | role | RSS after init (KiB) | ΔRSS window created (KiB) | ΔRSS after use (KiB) "
         "| AV entries init / created / used | peers contacted | rkey cache entries "
-        "| window's cached peers | create µs (median) | free µs (median) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| window's cached peers | messages sent: create / free | create µs (median) "
+        "| free µs (median) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     missing = []
     summary = []

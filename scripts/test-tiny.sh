@@ -23,7 +23,7 @@ export ONESIDED_TEST_PROVIDERS=${ONESIDED_TEST_PROVIDERS:-tcp}
 export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 
 suites=(rma atomics locks dynamic random_rma transport software_accumulate
-        sync_modes active_messages algorithms shm scale)
+        sync_modes active_messages algorithms shm scale window_creation)
 args=()
 for s in "${suites[@]}"; do args+=(--test "$s"); done
 

@@ -37,7 +37,11 @@ fn one_rank_fails() {
         Ok(_) => panic!("rank {rank}: the overflowing window was created"),
         Err(e) => e.to_string(),
     };
-    let want = if rank == 0 { "overflows" } else { "failed on another rank" };
+    let want = if rank == 0 {
+        "overflows"
+    } else {
+        "failed on another rank"
+    };
     assert!(e.contains(want), "rank {rank}: {e}");
     first.free().unwrap();
     // Slots agree again: a window works end to end.

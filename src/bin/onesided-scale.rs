@@ -8,8 +8,10 @@
 //! use, free) and prints one JSON line: resident memory (`/proc/self/statm`)
 //! before `World::init`, after it, after the first window's creation, after
 //! its use and after its free; the library's per-peer state from
-//! `World::stats()` / `Window::stats()` at the same points; and the median
-//! window creation and free times. Roles in the use phase: rank 0 talks to
+//! `World::stats()` / `Window::stats()` at the same points; the messages the
+//! rank sent to create and to free the first window (transport writes,
+//! reads, atomics, active messages); and the median window creation and free
+//! times. Roles in the use phase: rank 0 talks to
 //! every other rank (8 B put + flush to each), rank 1 to rank 0 only, the
 //! others to nobody (they only take part in the collective calls).
 //!
@@ -221,9 +223,11 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
     let mut first = None;
     for cycle in 0..cli.cycles {
         world.barrier()?;
+        let before_create = world.stats();
         let t0 = Instant::now();
         let mut win = Window::<u8>::allocate(&world, cli.bytes as usize)?;
         create_us.push(t0.elapsed().as_secs_f64() * 1e6);
+        let create_messages = spent(&before_create, &world.stats());
         let rss_created = rss_bytes();
         let s_created = world.stats();
         let w_created = win.stats().cached_peers;
@@ -233,9 +237,11 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
         let s_used = world.stats();
         let w_used = win.stats().cached_peers;
         world.barrier()?;
+        let before_free = world.stats();
         let t1 = Instant::now();
         win.free()?;
         free_us.push(t1.elapsed().as_secs_f64() * 1e6);
+        let free_messages = spent(&before_free, &world.stats());
         if cycle == 0 {
             first = Some(json!({
                 "rss_created": rss_created,
@@ -247,6 +253,8 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
                 "window_cached_peers_created": w_created,
                 "window_cached_peers_used": w_used,
                 "window_uniform": win.stats().uniform,
+                "create_messages": create_messages,
+                "free_messages": free_messages,
             }));
         }
     }
