@@ -120,7 +120,7 @@ impl<'a, T: Element> Window<'a, T> {
         // This rank's part; a failure still takes part in the creation's
         // allreduce (so every rank returns an error instead of hanging).
         let local = Self::prepare_local(world, &mem, id, kind, info).and_then(|l| {
-            directory::publish(ctrl, l.1, &l.3)?;
+            directory::publish(ctrl, l.slot, &l.desc)?;
             Ok(l)
         });
         // Peers may post to this window as soon as they leave the allreduce.
@@ -128,10 +128,10 @@ impl<'a, T: Element> Window<'a, T> {
         let agreed = uniform::agree(
             world,
             id,
-            local.as_ref().ok().map(|l| &l.3),
-            local.as_ref().is_ok_and(|l| l.5),
+            local.as_ref().ok().map(|l| &l.desc),
+            local.as_ref().is_ok_and(|l| l.keyed),
         );
-        let published = local.as_ref().ok().map(|l| l.1);
+        let published = local.as_ref().ok().map(|l| l.slot);
         let fail = |e: Error| {
             world.posts.close(id);
             if let Some(slot) = published {
@@ -149,7 +149,14 @@ impl<'a, T: Element> Window<'a, T> {
             Ok(a) => a,
             Err(e) => return fail(e),
         };
-        let (paths, slot, reg, desc, exposure, _) = match local {
+        let create::Prepared {
+            paths,
+            slot,
+            reg,
+            desc,
+            exposure,
+            ..
+        } = match local {
             Ok(l) => l,
             Err(e) => return fail(e),
         };

@@ -10,17 +10,21 @@ use crate::transport::{Memory, Registration};
 use crate::window::directory::{self, Descriptor, FLAG_DYNAMIC};
 use crate::window::uniform;
 
-/// What `prepare_local` produced: paths, directory slot, registration,
-/// descriptor, software-accumulate exposure, whether the key is the
-/// window's own (`uniform::window_key`, offset addressing).
-pub(super) type Prepared = (
-    info::Paths,
-    usize,
-    Registration,
-    Descriptor,
-    Option<Exposure>,
-    bool,
-);
+/// This rank's part of a window, before the creation's allreduce.
+pub(super) struct Prepared {
+    /// Which accumulates take the software path.
+    pub paths: info::Paths,
+    /// Directory slot of the descriptor.
+    pub slot: usize,
+    /// The memory's registration.
+    pub reg: Registration,
+    /// What peers read (or, for uniform windows, compute).
+    pub desc: Descriptor,
+    /// Open for software accumulates.
+    pub exposure: Option<Exposure>,
+    /// Registered under `uniform::window_key(id)` with offset addressing.
+    pub keyed: bool,
+}
 
 impl<'a, T: Element> Window<'a, T> {
     /// This rank's part of creating window `id`: the accumulate paths, the
@@ -76,7 +80,14 @@ impl<'a, T: Element> Window<'a, T> {
             0 => None,
             mask => Some(world.exposed.expose(id, mem, T::DATATYPE, mask)?),
         };
-        Ok((paths, slot, reg, desc, exposure, keyed))
+        Ok(Prepared {
+            paths,
+            slot,
+            reg,
+            desc,
+            exposure,
+            keyed,
+        })
     }
 
     /// `build` over `mem`, or, when this rank could not even get its memory,
