@@ -17,8 +17,8 @@ pub mod progress;
 pub mod transport;
 pub mod window;
 
-pub use api::element::Element;
-pub use api::op::Op;
+pub use api::element::{Element, Integer};
+pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
 pub use api::window::{Window, WindowInfo, WindowStats};
 pub use api::world::{World, WorldStats};

@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use onesided::{Op, Window, World};
+use onesided::{NoOp, Op, Window, World};
 
 // ---- distributed linked list ------------------------------------------------
 
@@ -116,7 +116,7 @@ fn mcs_acquire(win: &Window<i64>, me: usize) {
         win.fetch_and_op(prev as usize, NEXT, me as i64, Op::Replace)
             .expect("link");
         while win
-            .fetch_and_op(me, BLOCKED, 0, Op::NoOp)
+            .fetch_and_op(me, BLOCKED, 0, NoOp)
             .expect("poll blocked")
             != 0
         {}
@@ -126,7 +126,7 @@ fn mcs_acquire(win: &Window<i64>, me: usize) {
 /// MCS unlock: if nobody is queued, swing the tail back to nil; otherwise
 /// (or if somebody is just linking in) unblock the successor.
 fn mcs_release(win: &Window<i64>, me: usize) {
-    let mut next = win.fetch_and_op(me, NEXT, 0, Op::NoOp).expect("next");
+    let mut next = win.fetch_and_op(me, NEXT, 0, NoOp).expect("next");
     if next == NIL {
         let old = win
             .compare_and_swap(0, TAIL, me as i64, NIL)
@@ -135,7 +135,7 @@ fn mcs_release(win: &Window<i64>, me: usize) {
             return;
         }
         while next == NIL {
-            next = win.fetch_and_op(me, NEXT, 0, Op::NoOp).expect("next");
+            next = win.fetch_and_op(me, NEXT, 0, NoOp).expect("next");
         }
     }
     win.fetch_and_op(next as usize, BLOCKED, 0, Op::Replace)

@@ -5,7 +5,7 @@
 #[macro_use]
 mod common;
 
-use onesided::{Element, Error, Op, Window, World};
+use onesided::{AnyOp, Element, Error, NoOp, Op, Window, World};
 
 /// Test-side conversions for every element type.
 trait Num: Element + PartialEq + PartialOrd {
@@ -68,7 +68,7 @@ fn hammer<T: Num>(world: &World) {
     }
     // Everyone reads the final value atomically.
     counter.lock_all().unwrap();
-    let fin = counter.fetch_and_op(owner, 0, T::of(0), Op::NoOp).unwrap();
+    let fin = counter.fetch_and_op(owner, 0, T::of(0), NoOp).unwrap();
     counter.unlock_all().unwrap();
     assert!(fin == T::of(total as i64), "{}: read back {fin:?}", T::NAME);
     seen.free().unwrap();
@@ -87,26 +87,29 @@ fn counters() {
 
 /// (initial target value, origin value of rank r, combine) for `op`; values
 /// fit in i8 for P <= 4 and the shared result is independent of order.
-fn plan(op: Op, r: i64) -> (i64, i64, fn(i64, i64) -> i64) {
+fn plan(op: AnyOp, r: i64) -> (i64, i64, fn(i64, i64) -> i64) {
     match op {
-        Op::Sum => (3, r + 1, |t, o| t + o),
-        Op::Prod => (3, 2, |t, o| t * o),
-        Op::Min => (100, 10 + r, |t, o| t.min(o)),
-        Op::Max => (1, 10 + r, |t, o| t.max(o)),
-        Op::Band => (127, 127 & !(1 << r), |t, o| t & o),
-        Op::Bor => (0, 1 << r, |t, o| t | o),
-        Op::Bxor => (80, 1 << r, |t, o| t ^ o),
-        Op::Land => (1, (r % 2 == 0) as i64, |t, o| (t != 0 && o != 0) as i64),
-        Op::Lor => (0, (r == 0) as i64, |t, o| (t != 0 || o != 0) as i64),
-        Op::Lxor => (1, 1, |t, o| ((t != 0) != (o != 0)) as i64),
-        Op::Replace => (0, r + 1, |_, o| o),
-        Op::NoOp => (0, 0, |t, _| t),
+        AnyOp::Sum => (3, r + 1, |t, o| t + o),
+        AnyOp::Prod => (3, 2, |t, o| t * o),
+        AnyOp::Min => (100, 10 + r, |t, o| t.min(o)),
+        AnyOp::Max => (1, 10 + r, |t, o| t.max(o)),
+        AnyOp::Band => (127, 127 & !(1 << r), |t, o| t & o),
+        AnyOp::Bor => (0, 1 << r, |t, o| t | o),
+        AnyOp::Bxor => (80, 1 << r, |t, o| t ^ o),
+        AnyOp::Land => (1, (r % 2 == 0) as i64, |t, o| (t != 0 && o != 0) as i64),
+        AnyOp::Lor => (0, (r == 0) as i64, |t, o| (t != 0 || o != 0) as i64),
+        AnyOp::Lxor => (1, 1, |t, o| ((t != 0) != (o != 0)) as i64),
+        AnyOp::Replace => (0, r + 1, |_, o| o),
+        AnyOp::NoOp => (0, 0, |t, _| t),
     }
 }
 
 /// Every op `accumulate` accepts: all but NO_OP (which only fetches).
-fn acc_ops() -> Vec<Op> {
-    Op::ALL.into_iter().filter(|&op| op != Op::NoOp).collect()
+fn acc_ops() -> Vec<AnyOp> {
+    AnyOp::ALL
+        .into_iter()
+        .filter(|&op| op != AnyOp::NoOp)
+        .collect()
 }
 
 /// Rank 0's window has one block of P+1 elements per op: element r is
@@ -159,7 +162,7 @@ fn every_op<T: Num>(world: &World) {
                 );
                 shared = f(shared, o);
             }
-            if op == Op::Replace {
+            if op == AnyOp::Replace {
                 let s = b[p].int();
                 assert!((1..=p as i64).contains(&s), "REPLACE shared {s}");
             } else {
@@ -210,7 +213,7 @@ fn cas() {
     }
     // Lock-free counter: read, CAS +1, retry on interference.
     for _ in 0..CAS_ROUNDS {
-        let mut cur = win.fetch_and_op(owner, 2, 0, Op::NoOp).unwrap();
+        let mut cur = win.fetch_and_op(owner, 2, 0, NoOp).unwrap();
         loop {
             let prev = win.compare_and_swap(owner, 2, cur, cur + 1).unwrap();
             if prev == cur {
@@ -223,8 +226,7 @@ fn cas() {
     world.barrier().unwrap();
     win.lock_all().unwrap();
     let mut all = [0u64; 3];
-    win.get_accumulate(owner, 0, &[], &mut all, Op::NoOp)
-        .unwrap();
+    win.get_accumulate(owner, 0, &[], &mut all, NoOp).unwrap();
     win.unlock_all().unwrap();
     assert!((1..=p as u64).contains(&all[0]), "winner {}", all[0]);
     assert_eq!(
@@ -258,14 +260,13 @@ fn read_and_swap() {
     let mine: Vec<i32> = (0..N).map(|k| -pattern(rank, k)).collect();
     win.lock_all().unwrap();
     let mut got = vec![0i32; N];
-    win.get_accumulate(right, 0, &[], &mut got, Op::NoOp)
-        .unwrap();
+    win.get_accumulate(right, 0, &[], &mut got, NoOp).unwrap();
     assert_eq!(got, theirs, "atomic read of rank {right}");
     win.get_accumulate(right, 0, &mine, &mut got, Op::Replace)
         .unwrap();
     assert_eq!(got, theirs, "atomic swap returned the old values");
     let back = win
-        .rget_accumulate(right, 0, &[], vec![0i32; N], Op::NoOp)
+        .rget_accumulate(right, 0, &[], vec![0i32; N], NoOp)
         .unwrap()
         .wait()
         .unwrap();
@@ -294,14 +295,14 @@ fn ordering() {
     for i in 1..=200i64 {
         win.accumulate(right, rank, &[i], Op::Sum).unwrap();
         sum += i;
-        let seen = win.fetch_and_op(right, rank, 0, Op::NoOp).unwrap();
+        let seen = win.fetch_and_op(right, rank, 0, NoOp).unwrap();
         assert_eq!(seen, sum, "round {i}: read after accumulate");
         // Request-based: replace, then read.
         let r1 = win
             .raccumulate(right, p + rank, vec![i * 3], Op::Replace)
             .unwrap();
         let r2 = win
-            .rget_accumulate(right, p + rank, &[], vec![0i64], Op::NoOp)
+            .rget_accumulate(right, p + rank, &[], vec![0i64], NoOp)
             .unwrap();
         r1.wait().unwrap();
         assert_eq!(
@@ -344,8 +345,7 @@ fn large() {
     req.wait().unwrap();
     win.flush(right).unwrap();
     let mut got = vec![0i32; LARGE];
-    win.get_accumulate(right, 0, &[], &mut got, Op::NoOp)
-        .unwrap();
+    win.get_accumulate(right, 0, &[], &mut got, NoOp).unwrap();
     win.unlock_all().unwrap();
     let want_right: Vec<i32> = (0..LARGE).map(|i| init[i].wrapping_add(mine[i])).collect();
     if let Some(i) = (0..LARGE).find(|&i| got[i] != want_right[i]) {
@@ -376,7 +376,14 @@ fn errors() {
     let e = win.accumulate(right, 0, &[1.0], Op::Sum).unwrap_err();
     assert!(e.to_string().contains("outside an epoch"), "{e}");
     win.lock_all().unwrap();
-    for op in [Op::Band, Op::Bor, Op::Bxor, Op::Land, Op::Lor, Op::Lxor] {
+    for op in [
+        AnyOp::Band,
+        AnyOp::Bor,
+        AnyOp::Bxor,
+        AnyOp::Land,
+        AnyOp::Lor,
+        AnyOp::Lxor,
+    ] {
         let e = win.accumulate(right, 0, &[1.0], op).unwrap_err();
         let msg = e.to_string();
         assert!(matches!(e, Error::InvalidArgument(_)), "{msg}");
@@ -405,7 +412,7 @@ fn errors() {
         win.accumulate(p, 0, &[1.0], Op::Sum),
         Err(Error::InvalidRank { .. })
     ));
-    let e = win.accumulate(right, 0, &[1.0], Op::NoOp).unwrap_err();
+    let e = win.accumulate(right, 0, &[1.0], AnyOp::NoOp).unwrap_err();
     assert!(e.to_string().contains("NO_OP"), "{e}");
     let e = win
         .get_accumulate(right, 0, &[1.0], &mut [0.0; 2], Op::Sum)

@@ -26,7 +26,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use onesided::{Assert, LockType, Op, Window, World};
+use onesided::{AnyOp, Assert, LockType, Window, World};
 
 /// Elements per origin region and in the shared region.
 const K: usize = 6;
@@ -73,9 +73,9 @@ enum Mode {
 enum Rma {
     Put(usize, usize, Vec<i64>),
     Get(usize, usize, usize),
-    Acc(usize, usize, Vec<i64>, Op),
-    GetAcc(usize, usize, Vec<i64>, Op),
-    Fao(usize, usize, i64, Op),
+    Acc(usize, usize, Vec<i64>, AnyOp),
+    GetAcc(usize, usize, Vec<i64>, AnyOp),
+    Fao(usize, usize, i64, AnyOp),
     Cas(usize, usize, i64, i64),
     Flush(usize),
 }
@@ -166,7 +166,7 @@ fn generate(
             let d = p * K + r.below(SHARED);
             let v = r.value();
             model[t][d] = model[t][d].wrapping_add(v);
-            out.push((Rma::Acc(t, d, vec![v], Op::Sum), vec![]));
+            out.push((Rma::Acc(t, d, vec![v], AnyOp::Sum), vec![]));
             continue;
         }
         let j = r.below(K);
@@ -190,24 +190,24 @@ fn generate(
         let before: Vec<i64> = model[t][d..d + n].to_vec();
         let vals: Vec<i64> = (0..n).map(|_| r.value()).collect();
         let ops = [
-            Op::Sum,
-            Op::Max,
-            Op::Min,
-            Op::Band,
-            Op::Bor,
-            Op::Bxor,
-            Op::Replace,
+            AnyOp::Sum,
+            AnyOp::Max,
+            AnyOp::Min,
+            AnyOp::Band,
+            AnyOp::Bor,
+            AnyOp::Bxor,
+            AnyOp::Replace,
         ];
-        let apply = |m: &mut [i64], vals: &[i64], op: Op| {
+        let apply = |m: &mut [i64], vals: &[i64], op: AnyOp| {
             for (x, v) in m.iter_mut().zip(vals) {
                 *x = match op {
-                    Op::Sum => x.wrapping_add(*v),
-                    Op::Max => (*x).max(*v),
-                    Op::Min => (*x).min(*v),
-                    Op::Band => *x & v,
-                    Op::Bor => *x | v,
-                    Op::Bxor => *x ^ v,
-                    Op::Replace => *v,
+                    AnyOp::Sum => x.wrapping_add(*v),
+                    AnyOp::Max => (*x).max(*v),
+                    AnyOp::Min => (*x).min(*v),
+                    AnyOp::Band => *x & v,
+                    AnyOp::Bor => *x | v,
+                    AnyOp::Bxor => *x ^ v,
+                    AnyOp::Replace => *v,
                     _ => *x,
                 };
             }
@@ -225,7 +225,7 @@ fn generate(
             }
             3 => {
                 let op = if r.below(4) == 0 {
-                    Op::NoOp
+                    AnyOp::NoOp
                 } else {
                     ops[r.below(ops.len())]
                 };
@@ -233,7 +233,7 @@ fn generate(
                 Rma::GetAcc(t, d, vals, op)
             }
             4 => {
-                let op = [Op::Sum, Op::NoOp, Op::Replace, Op::Max][r.below(4)];
+                let op = [AnyOp::Sum, AnyOp::NoOp, AnyOp::Replace, AnyOp::Max][r.below(4)];
                 apply(&mut model[t][d..d + 1], &vals[..1], op);
                 Rma::Fao(t, d, vals[0], op)
             }
@@ -266,7 +266,7 @@ fn execute(win: &Window<i64>, ops: &[(Rma, Vec<i64>)], ctx: &str) {
             Rma::Acc(t, d, v, op) => win.accumulate(*t, *d, v, *op).map(|_| vec![]),
             Rma::GetAcc(t, d, v, op) => {
                 let mut out = vec![0; v.len()];
-                let data: &[i64] = if *op == Op::NoOp { &[] } else { v };
+                let data: &[i64] = if *op == AnyOp::NoOp { &[] } else { v };
                 win.get_accumulate(*t, *d, data, &mut out, *op).map(|_| out)
             }
             Rma::Fao(t, d, v, op) => win.fetch_and_op(*t, *d, *v, *op).map(|x| vec![x]),

@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use onesided::{Assert, Error, LockType, Op, Window, World};
+use onesided::{Assert, Error, LockType, NoOp, Op, Window, World};
 
 /// The provider path (first provider) and the direct path, every launcher.
 fn both(ranks: &[usize]) -> Vec<common::Job> {
@@ -177,7 +177,7 @@ fn accumulates() {
     sum.lock_all().unwrap();
     let t = (rank + 1) % n;
     let mut old = vec![0i64; K];
-    sum.get_accumulate(t, 0, &[], &mut old, Op::NoOp).unwrap();
+    sum.get_accumulate(t, 0, &[], &mut old, NoOp).unwrap();
     assert_eq!(&old[..], &got[..K], "get_accumulate NO_OP");
     let r = sum
         .rget_accumulate(t, K, &[0], vec![0i64; 1], Op::Sum)
@@ -319,64 +319,3 @@ fn mixed_nodes() {
     win.free().unwrap();
 }
 spmd_test!(mixed_local_and_remote_peers, jobs = both(&[4]), mixed_nodes);
-
-/// allocate_shared + shared_query: every rank writes its own segment
-/// through its handle, everyone reads every segment directly after a
-/// barrier; RMA to the same window agrees; misuse errors.
-fn shared_windows() {
-    let world = World::init().expect("init");
-    let (rank, n) = (world.rank(), world.size());
-    const LEN: usize = 1000;
-    let mut win = Window::<u32>::allocate_shared(&world, LEN + rank).expect("allocate_shared");
-    let mine = win.shared_query(rank).unwrap();
-    assert_eq!(mine.len(), LEN + rank);
-    assert_eq!(mine.as_ptr() as usize % 4096, 0, "page-aligned");
-    let data: Vec<u32> = (0..(LEN + rank) as u32)
-        .map(|i| i * 7 + rank as u32)
-        .collect();
-    mine.write(0, &data).unwrap();
-    drop(mine);
-    win.fence(Assert::NONE).unwrap();
-    for q in 0..n {
-        let seg = win.shared_query(q).unwrap();
-        assert_eq!((seg.rank(), seg.len()), (q, LEN + q));
-        let want: Vec<u32> = (0..(LEN + q) as u32).map(|i| i * 7 + q as u32).collect();
-        assert_eq!(seg.to_vec().unwrap(), want, "segment of rank {q}");
-        let mut tail = [0u32; 2];
-        assert!(seg.read(LEN + q - 1, &mut tail).is_err(), "bounds");
-        // The same bytes through RMA.
-        let mut g = vec![0u32; 10];
-        win.get(q, 3, &mut g).unwrap();
-        assert_eq!(&g[..], &want[3..13]);
-    }
-    // Everyone is done reading before anyone stores again.
-    win.fence(Assert::NONE).unwrap();
-    // Store into the right neighbour's segment, visible to it after a fence.
-    let right = (rank + 1) % n;
-    win.shared_query(right)
-        .unwrap()
-        .write(LEN - 1, &[9000 + rank as u32])
-        .unwrap();
-    win.fence(Assert::NOSUCCEED).unwrap();
-    let last = win.local_to_vec().unwrap()[LEN - 1];
-    assert_eq!(last, 9000 + ((rank + n - 1) % n) as u32);
-    // Misuse.
-    assert!(matches!(
-        win.shared_query(n),
-        Err(Error::InvalidRank { .. })
-    ));
-    let mut plain = vec![0u32; 4];
-    let mut user = Window::create(&world, &mut plain).unwrap();
-    let e = user
-        .shared_query(rank)
-        .err()
-        .expect("user memory is not shared");
-    assert!(e.to_string().contains("not node-shared"), "{e}");
-    user.free().unwrap();
-    win.free().unwrap();
-}
-spmd_test!(
-    allocate_shared_and_query,
-    jobs = both(&[2, 3]),
-    shared_windows
-);

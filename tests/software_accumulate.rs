@@ -11,7 +11,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use onesided::transport::am::kind;
-use onesided::{Assert, Error, LockType, Op, Window, WindowInfo, World};
+use onesided::{Assert, Error, LockType, NoOp, Op, Window, WindowInfo, World};
 
 type Replies = Arc<Mutex<Vec<(u64, Result<Vec<u8>, String>)>>>;
 
@@ -47,8 +47,7 @@ fn sizes() {
     }
     win.flush(right).unwrap();
     let mut got = vec![0i64; MAX];
-    win.get_accumulate(right, 0, &[], &mut got, Op::NoOp)
-        .unwrap();
+    win.get_accumulate(right, 0, &[], &mut got, NoOp).unwrap();
     let times = |i: usize| counts.iter().filter(|&&n| n > i).count() as i64;
     for (i, g) in got.iter().enumerate() {
         assert_eq!(*g, pat(rank, i) * times(i), "rank {right} element {i}");
@@ -221,12 +220,12 @@ fn self_and_hints() {
         r.wait().unwrap();
     }
     let r = win
-        .rget_accumulate(target, 100, &[], vec![0u32; 2000], Op::NoOp)
+        .rget_accumulate(target, 100, &[], vec![0u32; 2000], NoOp)
         .unwrap();
     win.flush(target).unwrap();
     let _ = r.wait().unwrap();
     let mut now = vec![0u32; 2000];
-    win.get_accumulate(target, 100, &[], &mut now, Op::NoOp)
+    win.get_accumulate(target, 100, &[], &mut now, NoOp)
         .unwrap();
     assert!(now.iter().all(|&x| x == 52), "{:?}", &now[..4]);
     win.unlock_all().unwrap();

@@ -22,6 +22,17 @@ pub trait Element:
     const INTEGER: bool;
 }
 
+/// The integer element types (`i8`…`i64`, `u8`…`u64`): the only ones the
+/// bitwise and logical accumulate operations ([`IntOp`](crate::IntOp)) take.
+/// Sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an integer element type",
+    label = "bitwise and logical operations (IntOp) are defined on i8…u64 only",
+    note = "as in MPI, BAND/BOR/BXOR and LAND/LOR/LXOR take integers, not floating point; \
+            use AnyOp to choose the operation at run time (checked when the call runs)"
+)]
+pub trait Integer: Element {}
+
 macro_rules! element {
     ($($t:ty => $tag:expr, $dt:ident, $int:expr);* $(;)?) => {$(
         impl sealed::Sealed for $t {}
@@ -33,6 +44,14 @@ macro_rules! element {
         }
     )*};
 }
+
+macro_rules! integer {
+    ($($t:ty),*) => {$(
+        impl Integer for $t {}
+    )*};
+}
+
+integer!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 element! {
     i8 => 1, FI_INT8, true;
@@ -61,5 +80,36 @@ pub fn tag_name(tag: u64) -> &'static str {
         9 => "f32",
         10 => "f64",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flag<T: Element>() -> bool {
+        T::INTEGER
+    }
+
+    fn integer<T: Integer>() -> bool {
+        T::INTEGER
+    }
+
+    #[test]
+    fn integer_marker_matches_the_integer_flag() {
+        // The typed rule (`Integer`) and the run-time rule (`INTEGER`, used
+        // for `AnyOp` and the path decision) must agree.
+        let ints = [
+            integer::<i8>(),
+            integer::<i16>(),
+            integer::<i32>(),
+            integer::<i64>(),
+            integer::<u8>(),
+            integer::<u16>(),
+            integer::<u32>(),
+            integer::<u64>(),
+        ];
+        assert!(ints.iter().all(|&b| b));
+        assert_eq!([flag::<f32>(), flag::<f64>()], [false, false]);
     }
 }

@@ -1,12 +1,14 @@
 //! Windows: memory exposed for one-sided access. This file holds creation,
-//! the window state and the checks every operation shares (`access`); the
-//! operations live in the submodules (`rma`, `accumulate`, `sync`, `lock`,
+//! the window state and the descriptor of a target (`target`); the checks
+//! every operation shares are in `access`, the operations in the
+//! submodules (`rma`, `accumulate`, `sync`, `lock`,
 //! `pscw`, `local`, `dynamic`, `shared`, `direct`, `software`).
 
-use std::collections::HashSet;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
+mod access;
 mod accumulate;
 mod create;
 mod direct;
@@ -25,12 +27,15 @@ pub use shared::SharedSegment;
 
 use super::element::{tag_name, Element};
 use super::world::World;
-use crate::epoch::{Prepare, SyncState};
+use crate::epoch::{Permit, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
 use crate::transport::{Completion, Memory, Registration, RemoteAddr};
 use crate::window::directory::{self, Descriptor, ENTRY_BYTES};
+use crate::window::dirty::Dirty;
+use crate::window::targets::Targets;
 use crate::window::uniform;
+use crate::window::valid_ops::ValidOps;
 
 /// Counters of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,9 +54,31 @@ pub struct WindowStats {
     pub uniform: bool,
 }
 
+/// The transport properties on the operation path (see `TransportProps`).
+#[derive(Clone, Copy)]
+struct Props {
+    ordered_raw: bool,
+    ordered_atomic_raw: bool,
+    atomic_order: u64,
+}
+
 /// A window of `T` elements, created collectively by every process.
+///
+/// A window is `Sync`: several threads may issue operations on it at once
+/// (MPI_THREAD_MULTIPLE). The per-operation path takes no lock in the
+/// common case (see `docs/performance.md`, "Per-operation cost"): the epoch
+/// check reads `permit` (`epoch::permit`), the target's descriptor and
+/// mapping come from the window's own write-once slots (`window::targets`),
+/// the flush bookkeeping is atomic bits (`window::dirty`). Everything else
+/// takes the mutex path, which stays the reference.
 pub struct Window<'a, T: Element> {
     world: &'a World,
+    // `world.rank()`, `world.size()` and the transport properties the
+    // operations consult, copied once (they never change; each is a
+    // dynamic call on the world).
+    me: usize,
+    size: usize,
+    props: Props,
     id: u64,
     slot: usize,
     len: usize,
@@ -59,11 +86,17 @@ pub struct Window<'a, T: Element> {
     // Same geometry everywhere: peers' descriptors are computed, not read.
     uniform: bool,
     epoch: Mutex<SyncState>,
+    // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
+    permit: AtomicU64,
+    // Descriptors (and mappings) of up to `targets::SLOTS` targets.
+    targets: Targets,
     outstanding: Arc<Completion>,
-    dirty: Mutex<HashSet<usize>>,
+    dirty: Dirty,
     // Targets with atomic updates not yet flushed (may include ourselves:
     // accumulates to oneself go through the provider too).
-    atomic_dirty: Mutex<HashSet<usize>>,
+    atomic_dirty: Dirty,
+    // The provider's answers to `atomic_valid` for `T`.
+    valid_ops: ValidOps,
     // Which accumulate operations take the software path, and the hints.
     paths: info::Paths,
     info: WindowInfo,
@@ -160,17 +193,28 @@ impl<'a, T: Element> Window<'a, T> {
             Ok(l) => l,
             Err(e) => return fail(e),
         };
+        let p = world.transport_props();
         Ok(Window {
             world,
+            me: world.rank(),
+            size: world.size(),
+            props: Props {
+                ordered_raw: p.ordered_raw,
+                ordered_atomic_raw: p.ordered_atomic_raw,
+                atomic_order: p.atomic_order,
+            },
             id,
             slot,
             len,
             desc,
             uniform: agreed.uniform,
             epoch: Mutex::new(SyncState::default()),
+            permit: AtomicU64::new(Permit::NONE.0),
+            targets: Targets::default(),
             outstanding: Arc::new(Completion::new()),
-            dirty: Mutex::new(HashSet::new()),
-            atomic_dirty: Mutex::new(HashSet::new()),
+            dirty: Dirty::default(),
+            atomic_dirty: Dirty::default(),
+            valid_ops: ValidOps::default(),
             paths,
             info: *info,
             freed: false,
@@ -206,7 +250,10 @@ impl<'a, T: Element> Window<'a, T> {
                 .lock()
                 .map(|c| c.entries_for(self.id))
                 .unwrap_or(0),
-            dirty_targets: self.dirty_targets().len(),
+            dirty_targets: {
+                let (low, high) = self.dirty_targets();
+                low.count_ones() as usize + high.len()
+            },
             attach_table_reads: self.dynamic.as_ref().map_or(0, |d| d.table_reads()),
             cached_attach_tables: self.dynamic.as_ref().map_or(0, |d| d.cached_tables()),
             uniform: self.uniform,
@@ -240,19 +287,12 @@ impl<'a, T: Element> Window<'a, T> {
         Ok(())
     }
 
-    fn epoch(&self) -> Result<MutexGuard<'_, SyncState>> {
-        self.alive("synchronization")?;
-        self.epoch
-            .lock()
-            .map_err(|_| Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id)))
-    }
-
     fn check_rank(&self, rank: usize) -> Result<()> {
-        if rank >= self.world.size() {
+        if rank >= self.size {
             return Err(Error::InvalidRank {
                 window: self.id,
                 rank,
-                size: self.world.size(),
+                size: self.size,
             });
         }
         Ok(())
@@ -260,14 +300,18 @@ impl<'a, T: Element> Window<'a, T> {
 
     /// The descriptor of `rank`'s window: our own, cached, or read remotely.
     fn target(&self, rank: usize) -> Result<Descriptor> {
-        if rank == self.world.rank() {
+        if rank == self.me {
             return Ok(self.desc);
+        }
+        if let Some(t) = self.targets.get(rank) {
+            return Ok(t.desc);
         }
         // Uniform window: the peer's descriptor is ours (same key, offset
         // addressing, same length) unless node-shared memory is reached by
         // the peer's own mapping (bits 8–15, the direct path).
         if self.uniform && (self.desc.flags & 0xff00 == 0 || !self.world.node.is_local(rank)) {
             self.world.control(rank)?;
+            self.targets.offer(rank, self.desc, None);
             return Ok(self.desc);
         }
         if let Some(d) = self
@@ -320,71 +364,11 @@ impl<'a, T: Element> Window<'a, T> {
         if let Ok(mut c) = self.world.rkeys.lock() {
             c.insert(rank, d);
         }
+        // Into the window's own slot, with the mapping if the direct path
+        // reaches it (mapped on first contact instead of first operation).
+        let map = self.mapping(rank, &d)?;
+        self.targets.offer(rank, d, map.as_ref());
         Ok(d)
-    }
-
-    /// Validates an access of `n` elements at `disp` on `rank` and returns the
-    /// byte offset and the descriptor. Sends nothing on error except, on first
-    /// contact, the read of the target's descriptor. Inside `lock_all` the
-    /// first access to a target takes its shared lock; inside a start epoch
-    /// it waits for the target's post.
-    fn access(
-        &self,
-        op: &'static str,
-        rank: usize,
-        disp: usize,
-        n: usize,
-    ) -> Result<(usize, Descriptor)> {
-        self.check_rank(rank)?;
-        let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
-        if self.is_dynamic() {
-            let at = self.dynamic_remote(rank, disp, n)?;
-            self.prepare(prepare, op, rank)?;
-            self.epoch()?.issue(self.id, op, rank)?;
-            let off = disp * std::mem::size_of::<T>();
-            // A descriptor for this one access, such that `remote(d, off)`
-            // is the resolved address (offsets are absolute addresses here).
-            let d = Descriptor {
-                base: at.addr.wrapping_sub(off as u64),
-                key: at.key,
-                ..self.desc
-            };
-            return Ok((off, d));
-        }
-        let d = self.target(rank)?;
-        let target_len = (d.len / d.disp_unit) as usize;
-        match disp.checked_add(n) {
-            Some(end) if end <= target_len => {}
-            _ => {
-                return Err(Error::OutOfWindow {
-                    window: self.id,
-                    rank,
-                    offset: disp,
-                    len: n,
-                    window_len: target_len,
-                })
-            }
-        }
-        self.prepare(prepare, op, rank)?;
-        self.epoch()?.issue(self.id, op, rank)?;
-        Ok((disp * std::mem::size_of::<T>(), d))
-    }
-
-    /// What an operation to `rank` needs first: `lock_all`'s shared locks
-    /// or, in a start epoch, the target's post.
-    fn prepare(&self, prepare: Prepare, op: &'static str, rank: usize) -> Result<()> {
-        match prepare {
-            Prepare::Go => Ok(()),
-            Prepare::SharedLock => self.lock_all_target(rank),
-            Prepare::AwaitPost => self.await_post(op, rank),
-        }
-    }
-
-    fn remote(d: &Descriptor, off: usize) -> RemoteAddr {
-        RemoteAddr {
-            addr: d.base.wrapping_add(off as u64),
-            key: d.key,
-        }
     }
 }
 

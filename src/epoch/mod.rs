@@ -31,11 +31,13 @@
 //! transition is a method so the code follows the rules one to one.
 
 pub mod locks;
+pub mod permit;
 pub mod post_box;
 pub mod pscw;
 pub mod state;
 
 pub use locks::LockType;
+pub use permit::Permit;
 pub use state::{Prepare, SyncState};
 
 use crate::error::{Error, Result};

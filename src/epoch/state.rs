@@ -25,6 +25,7 @@
 //!   Flushes are refused in PSCW epochs (they belong to passive target).
 
 use super::locks::{Held, LockType, Locks};
+use super::permit::Permit;
 use super::pscw::Pscw;
 use super::{Assert, Epoch, FencePlan};
 use crate::error::{Error, Result};
@@ -138,6 +139,18 @@ impl SyncState {
             Epoch::Fence { .. } => Ok(Prepare::Go),
             Epoch::Idle => Err(self.mode.refuse(window, op)),
         }
+    }
+
+    /// The lock-free summary of this state for the operation fast path
+    /// (see [`Permit`]).
+    pub fn permit(&self) -> Permit {
+        Permit::of(
+            self.mode,
+            &self.locks,
+            self.all.upto,
+            self.all.nocheck,
+            &self.pscw,
+        )
     }
 
     /// An RMA operation `op` to `rank` is about to be issued (its

@@ -47,9 +47,15 @@ impl Completion {
         self.failed.store(true, Ordering::Release);
         self.done();
     }
+    /// Nothing pending and no error recorded: a wait would return `Ok`
+    /// at once (lets callers skip it on the fast path).
+    pub fn is_idle(&self) -> bool {
+        self.pending() == 0 && !self.failed.load(Ordering::Acquire)
+    }
     /// Takes the first recorded error, if any.
     pub fn take_error(&self) -> Option<String> {
-        if !self.failed.swap(false, Ordering::AcqRel) {
+        // A load first: the common case (no error) needs no RMW.
+        if !self.failed.load(Ordering::Acquire) || !self.failed.swap(false, Ordering::AcqRel) {
             return None;
         }
         self.error.lock().ok().and_then(|mut e| e.take())

@@ -27,6 +27,9 @@ enum Owner {
         map_len: usize,
         fd: Option<std::os::fd::OwnedFd>,
     },
+    /// A sub-range of a node-shared segment (one rank's part of a
+    /// contiguous shared-memory window), keeping the whole mapping alive.
+    Part(std::sync::Arc<Memory<'static>>),
 }
 
 /// A registered-memory candidate: allocated by the library or borrowed.
@@ -133,6 +136,34 @@ impl<'a> Memory<'a> {
             len: len.min(map_len),
             owner: Owner::Mapped { map_len, fd },
             _borrow: PhantomData,
+        }
+    }
+
+    /// The `len` bytes at byte `off` of `whole` as their own region (one
+    /// rank's part of a contiguous shared window); the part keeps `whole`
+    /// mapped. A zero-length part may sit at `whole.len()`.
+    pub(crate) fn part(
+        whole: &std::sync::Arc<Memory<'static>>,
+        off: usize,
+        len: usize,
+    ) -> Result<Memory<'static>> {
+        whole.check(off, len)?;
+        // SAFETY: `off <= whole.len` (checked), so the pointer stays inside
+        // the allocation or one past its end; it is never null.
+        let p = unsafe { whole.ptr.as_ptr().add(off) };
+        Ok(Memory {
+            ptr: NonNull::new(p).unwrap_or(NonNull::dangling()),
+            len,
+            owner: Owner::Part(whole.clone()),
+            _borrow: PhantomData,
+        })
+    }
+
+    /// The whole segment a part belongs to, and the part's byte offset in it.
+    pub(crate) fn whole(&self) -> Option<(&std::sync::Arc<Memory<'static>>, usize)> {
+        match &self.owner {
+            Owner::Part(w) => Some((w, self.addr().wrapping_sub(w.addr()) as usize)),
+            _ => None,
         }
     }
 
@@ -251,7 +282,7 @@ impl Drop for Memory<'_> {
                     tracing::warn!("unmapping a shared window segment: {e}");
                 }
             }
-            Owner::User | Owner::Vec(_) => {}
+            Owner::User | Owner::Vec(_) | Owner::Part(_) => {}
         }
     }
 }

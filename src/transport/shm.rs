@@ -1,5 +1,8 @@
 //! Node-shared window segments: a memfd per window, mapped `MAP_SHARED` by
-//! its owner and lazily by node-local peers.
+//! its owner and lazily by node-local peers; or, for a contiguous
+//! shared-memory window, one memfd per node holding every local rank's part,
+//! created by the node's leader and mapped whole by every local rank at
+//! window creation (`api::window::shared`).
 //!
 //! The owner creates the segment with `memfd_create` + `ftruncate` + `mmap`
 //! and keeps the descriptor open while the window lives. A peer opens
@@ -26,6 +29,12 @@ use crate::error::{Error, Result};
 /// The memfd name of window `id` of `rank` (what a peer expects to see).
 pub fn segment_name(id: u64, rank: usize) -> String {
     format!("onesided-w{id}-r{rank}")
+}
+
+/// The memfd name of the node segment of contiguous shared window `id`
+/// (created by the node's leader, holding every local rank's part).
+pub fn node_segment_name(id: u64) -> String {
+    format!("onesided-w{id}-node")
 }
 
 fn os_err(what: String) -> impl FnOnce(nix::Error) -> Error {
@@ -154,5 +163,27 @@ mod tests {
         assert!(map_peer(0, &name, 100).is_err());
         assert!(map_peer(loc | (1 << 63), &name, 100).is_err());
         assert!(map_peer((loc & !0xffff_ffff) | 0x7fff_fff0, &name, 100).is_err());
+    }
+
+    #[test]
+    fn parts_of_a_node_segment() {
+        let whole = std::sync::Arc::new(allocate(101, &node_segment_name(9)).unwrap());
+        let a = Memory::part(&whole, 0, 40).unwrap();
+        let b = Memory::part(&whole, 40, 60).unwrap();
+        let empty = Memory::part(&whole, 101, 0).unwrap();
+        assert_eq!(b.addr(), a.addr() + 40, "contiguous");
+        assert_eq!((empty.len(), b.whole().map(|(_, off)| off)), (0, Some(40)));
+        // Out of the segment (peer-provided offset or length): refused.
+        assert!(Memory::part(&whole, 100, 2).is_err());
+        assert!(Memory::part(&whole, usize::MAX, 1).is_err());
+        b.write(0, &[7; 4]).unwrap();
+        drop(whole);
+        // The parts keep the mapping alive.
+        let mut out = [0u8; 4];
+        a.read(40 - 4, &mut out).unwrap();
+        assert_eq!(out, [0; 4]);
+        b.read(0, &mut out).unwrap();
+        assert_eq!(out, [7; 4]);
+        assert!(b.read(58, &mut out).is_err(), "bounds of the part");
     }
 }

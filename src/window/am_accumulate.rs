@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use libfabric_sys as fi;
 
-use crate::api::op::Op;
+use crate::api::op::AnyOp;
 use crate::transport::am::{Handler, MAX_PAYLOAD};
 use crate::transport::cpu_atomic::{self, element_size};
 use crate::transport::exposed::ExposedTable;
@@ -34,13 +34,13 @@ pub const REQUEST_BYTES: usize = 32;
 /// every element size, so segments never split an element.
 pub const SEGMENT_BYTES: usize = (MAX_PAYLOAD - REQUEST_BYTES) / 8 * 8;
 
-/// Bit of `op` in a window's software-path mask (`Op::ALL` order, then
+/// Bit of `op` in a window's software-path mask (`AnyOp::ALL` order, then
 /// compare-and-swap); `None` for values that are no accumulate operation.
 pub fn op_bit(op: u32) -> Option<u32> {
     if op == fi::FI_CSWAP {
-        return Some(Op::ALL.len() as u32);
+        return Some(AnyOp::ALL.len() as u32);
     }
-    Op::ALL
+    AnyOp::ALL
         .iter()
         .position(|o| o.fi_op() == op)
         .map(|i| i as u32)

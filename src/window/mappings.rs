@@ -27,6 +27,11 @@ pub const FLAG_CPU_ATOMICS: u64 = 1 << 9;
 /// driven by CPU atomics (`api::node`); set on every window, also `create`.
 pub const FLAG_CPU_SYNC: u64 = 1 << 10;
 
+/// A shared-memory window whose ranks' parts are contiguous in one
+/// node-shared segment (`allocate_shared`, the default): `aux` is the byte
+/// offset of the rank's part in the segment, which every rank maps whole.
+pub const FLAG_CONTIG: u64 = 1 << 11;
+
 /// Counters of the node path, for `World::stats()`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ShmStats {
@@ -101,6 +106,28 @@ impl Mappings {
         }
         // `evicted` is unmapped here, outside the lock (or later, by its
         // last user).
+        drop(evicted);
+        Ok(m)
+    }
+
+    /// The region cached under `key`, else the one `make` returns (a view
+    /// of memory this process already maps: not counted as a mapping).
+    pub fn get_or_insert(
+        &self,
+        key: (u64, usize),
+        make: impl FnOnce() -> Result<Memory<'static>>,
+    ) -> Result<Entry> {
+        if let Some(m) = self.lru.lock().ok().and_then(|mut c| c.get(&key).cloned()) {
+            return Ok(m);
+        }
+        let m = Arc::new(make()?);
+        let evicted = match self.lru.lock() {
+            Ok(mut c) => c.push(key, m.clone()),
+            Err(_) => None,
+        };
+        if matches!(&evicted, Some((k, _)) if *k != key) {
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
         drop(evicted);
         Ok(m)
     }

@@ -14,7 +14,10 @@
 pub mod am_accumulate;
 pub mod attach;
 pub mod directory;
+pub mod dirty;
 pub mod mappings;
 pub mod peers;
 pub mod rkey_cache;
+pub mod targets;
 pub mod uniform;
+pub mod valid_ops;

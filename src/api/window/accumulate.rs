@@ -13,7 +13,7 @@
 
 use super::Window;
 use crate::api::element::Element;
-use crate::api::op::Op;
+use crate::api::op::{AnyOp, FetchOpFor, OpFor};
 use crate::api::request::Request;
 use crate::error::{Error, Result};
 use crate::transport::inflight::Sink;
@@ -29,7 +29,7 @@ pub(super) struct Route {
 }
 
 impl<T: Element> Window<'_, T> {
-    fn atomic_op(op: Op, count: usize) -> AtomicOp {
+    fn atomic_op(op: AnyOp, count: usize) -> AtomicOp {
         AtomicOp {
             op: op.fi_op(),
             datatype: T::DATATYPE,
@@ -46,7 +46,7 @@ impl<T: Element> Window<'_, T> {
     fn atomic_access(
         &self,
         call: &'static str,
-        op: Option<Op>,
+        op: Option<AnyOp>,
         kind: AtomicKind,
         (rank, disp, n): (usize, usize, usize),
     ) -> Result<Route> {
@@ -60,28 +60,25 @@ impl<T: Element> Window<'_, T> {
                 )));
             }
         }
-        let fi_op = op.map_or(libfabric_sys::FI_CSWAP, Op::fi_op);
+        let fi_op = op.map_or(libfabric_sys::FI_CSWAP, AnyOp::fi_op);
         // Every rank local with the direct path: CPU atomics (`direct.rs`).
         let cpu = self.cpu_atomics();
         let software = !cpu && self.paths.software(fi_op);
         let (off, d) = self.access(call, rank, disp, n)?;
         if !software && !cpu {
-            if self
-                .world
-                .transport()
-                .atomic_valid(fi_op, T::DATATYPE, kind)
-                .is_none()
-            {
+            let t = self.world.transport();
+            let valid = || t.atomic_valid(fi_op, T::DATATYPE, kind).is_some();
+            if !self.valid_ops.get(fi_op, kind, valid) {
                 return Err(Error::Unsupported(format!(
                     "window {}: {call} to rank {rank} at element offset {disp}, length {n}: \
                      provider {} has no {kind:?} atomic for {} on {}",
                     self.id,
                     self.world.provider(),
-                    op.map_or("CSWAP", Op::name),
+                    op.map_or("CSWAP", AnyOp::name),
                     T::NAME
                 )));
             }
-            if rank == self.world.rank() {
+            if rank == self.me {
                 // Loopback through our own endpoint: contacts ourselves once.
                 self.world.control(rank)?;
             }
@@ -90,11 +87,7 @@ impl<T: Element> Window<'_, T> {
         // may run on two threads at the target); the provider path promises
         // `atomic_order`.
         let wanted = self.info.fi_order();
-        let promised = if software {
-            0
-        } else {
-            self.world.transport_props().atomic_order
-        };
+        let promised = if software { 0 } else { self.props.atomic_order };
         if promised & wanted != wanted && self.outstanding.pending() > 0 {
             // Earlier operations in flight could be overtaken.
             self.complete_local()?;
@@ -103,10 +96,8 @@ impl<T: Element> Window<'_, T> {
     }
 
     fn mark_atomic_dirty(&self, rank: usize) {
-        if self.world.transport_props().ordered_atomic_raw {
-            if let Ok(mut d) = self.atomic_dirty.lock() {
-                d.insert(rank);
-            }
+        if self.props.ordered_atomic_raw {
+            self.atomic_dirty.mark(rank);
         }
     }
 
@@ -116,12 +107,7 @@ impl<T: Element> Window<'_, T> {
     /// `FI_ATOMIC` requested, tcp;ofi_rxm promises no order between atomics
     /// and RMA (`FI_ORDER_RAW` is dropped).
     pub(super) fn complete_atomics(&self, rank: usize) -> Result<()> {
-        let was_dirty = self
-            .atomic_dirty
-            .lock()
-            .map(|mut d| d.remove(&rank))
-            .unwrap_or(self.world.transport_props().ordered_atomic_raw);
-        if !was_dirty {
+        if !self.atomic_dirty.take(rank) {
             return Ok(());
         }
         let ctrl = self.world.control(rank)?;
@@ -149,10 +135,20 @@ impl<T: Element> Window<'_, T> {
     /// Applies `op` with `data` to `rank`'s window at element `disp`,
     /// element by element, atomically with respect to every other
     /// accumulate. Returns when `data` may be reused; the result is visible
-    /// after a flush or the end of the epoch. `NO_OP` is refused here (use
-    /// [`Window::get_accumulate`]).
-    pub fn accumulate(&self, rank: usize, disp: usize, data: &[T], op: Op) -> Result<()> {
-        if op == Op::NoOp {
+    /// after a flush or the end of the epoch. `op` is an [`Op`](crate::Op)
+    /// on any type or an [`IntOp`](crate::IntOp) on integers; a bitwise or
+    /// logical operation on `f32`/`f64`, or [`NoOp`](crate::NoOp), does not
+    /// compile (see `api::op`). An [`AnyOp`] is checked when the call runs
+    /// (`Error::InvalidArgument`).
+    pub fn accumulate(
+        &self,
+        rank: usize,
+        disp: usize,
+        data: &[T],
+        op: impl OpFor<T>,
+    ) -> Result<()> {
+        let op = op.any();
+        if op == AnyOp::NoOp {
             return Err(Error::InvalidArgument(format!(
                 "window {}: accumulate to rank {rank} at element offset {disp}: \
                  NO_OP is only for get_accumulate and fetch_and_op",
@@ -174,26 +170,31 @@ impl<T: Element> Window<'_, T> {
             let acks = Sink::counter(self.outstanding.clone());
             return self.soft_post(rank, off, op.fi_op(), bytemuck::cast_slice(data), n, &acks);
         }
-        self.mark_atomic_dirty(rank);
-        self.world.transport().atomic(
+        let posted = self.world.transport().atomic(
             rank,
             Self::atomic_op(op, n),
             bytemuck::cast_slice(data),
             Self::remote(&d, off),
-        )
+        );
+        // After posting (window::dirty's rule).
+        self.mark_atomic_dirty(rank);
+        posted
     }
 
     /// Applies `op` with `data` at `rank`'s window at `disp` and returns the
-    /// previous values in `result` (same length as `data`; with `NO_OP`,
-    /// `data` may be empty). Returns when `result` is filled.
+    /// previous values in `result` (same length as `data`; with
+    /// [`NoOp`](crate::NoOp), `data` may be empty). Returns when `result` is
+    /// filled. Takes what [`accumulate`](Window::accumulate) takes, and
+    /// `NoOp`.
     pub fn get_accumulate(
         &self,
         rank: usize,
         disp: usize,
         data: &[T],
         result: &mut [T],
-        op: Op,
+        op: impl FetchOpFor<T>,
     ) -> Result<()> {
+        let op = op.any();
         let n = result.len();
         let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
         let Route { off, d, software } = self.atomic_access(
@@ -232,12 +233,12 @@ impl<T: Element> Window<'_, T> {
         disp: usize,
         data: &[T],
         n: usize,
-        op: Op,
+        op: AnyOp,
     ) -> Result<Vec<u8>> {
         if data.len() == n {
             return Ok(bytemuck::cast_slice(data).to_vec());
         }
-        if op == Op::NoOp && data.is_empty() {
+        if op == AnyOp::NoOp && data.is_empty() {
             return Ok(vec![0u8; n * std::mem::size_of::<T>()]);
         }
         Err(Error::InvalidArgument(format!(
@@ -250,7 +251,14 @@ impl<T: Element> Window<'_, T> {
 
     /// Atomically applies `op` with `value` to one element and returns the
     /// previous value (`MPI_Fetch_and_op`).
-    pub fn fetch_and_op(&self, rank: usize, disp: usize, value: T, op: Op) -> Result<T> {
+    pub fn fetch_and_op(
+        &self,
+        rank: usize,
+        disp: usize,
+        value: T,
+        op: impl FetchOpFor<T>,
+    ) -> Result<T> {
+        let op = op.any();
         let mut old = [T::zeroed()];
         let Route { off, d, software } =
             self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
@@ -315,12 +323,13 @@ impl<T: Element> Window<'_, T> {
         rank: usize,
         disp: usize,
         mut data: B,
-        op: Op,
+        op: impl OpFor<T>,
     ) -> Result<Request<'_, B>>
     where
         B: AsMut<[T]> + Send + 'static,
     {
-        if op == Op::NoOp {
+        let op = op.any();
+        if op == AnyOp::NoOp {
             return Err(Error::InvalidArgument(format!(
                 "window {}: raccumulate to rank {rank} at element offset {disp}: \
                  NO_OP is only for get_accumulate and fetch_and_op",
@@ -353,9 +362,10 @@ impl<T: Element> Window<'_, T> {
             self.soft_post(rank, off, op.fi_op(), bytes, n, &acks)?;
             return Ok(Request::new(t, InFlight::new(data, None), what));
         }
-        self.mark_atomic_dirty(rank);
         let f = InFlight::new(data, Some(self.outstanding.clone()));
-        t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off))?;
+        let posted = t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off));
+        self.mark_atomic_dirty(rank);
+        posted?;
         Ok(Request::new(t, f, what))
     }
 
@@ -368,11 +378,12 @@ impl<T: Element> Window<'_, T> {
         disp: usize,
         data: &[T],
         mut result: B,
-        op: Op,
+        op: impl FetchOpFor<T>,
     ) -> Result<Request<'_, B>>
     where
         B: AsMut<[T]> + Send + 'static,
     {
+        let op = op.any();
         let n = result.as_mut().len();
         let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
         let Route { off, d, software } = self.atomic_access(

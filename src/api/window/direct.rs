@@ -18,7 +18,7 @@
 //! synchronizes with the target (`complete_local`), so the target sees the
 //! stores once it sees the synchronization.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::Window;
 use crate::api::element::Element;
@@ -26,7 +26,7 @@ use crate::api::world::World;
 use crate::error::{Error, Result};
 use crate::transport::{cpu_atomic, shm, AtomicOp, Memory};
 use crate::window::directory::Descriptor;
-use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
+use crate::window::mappings::{FLAG_CONTIG, FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
 
 /// Window memory for `allocate`: a node-shared segment unless
 /// `ONESIDED_SHM=0` (or `shared`, for `allocate_shared`, which always is).
@@ -50,6 +50,15 @@ pub(super) fn window_flags(world: &World, mem: &Memory<'_>) -> (u64, u64) {
     } else {
         0
     };
+    let cpu = if world.config.shm && world.node.all_local() {
+        FLAG_CPU_ATOMICS
+    } else {
+        0
+    };
+    if let Some((_, off)) = mem.whole() {
+        // A part of a contiguous shared window: `aux` is its offset.
+        return (sync | FLAG_SHARED | FLAG_CONTIG | cpu, off as u64);
+    }
     match shm::locator(mem) {
         None => (sync, 0),
         Some(loc) if world.config.shm && world.node.all_local() => {
@@ -69,22 +78,44 @@ pub(super) fn all_by_cpu(flags: u64) -> bool {
 impl<T: Element> Window<'_, T> {
     /// The mapped segment of `rank` (not ourselves) if operations to it go
     /// by load/store: the window is node-shared, the direct path is on and
-    /// `rank` is on this node. Counts the operation.
+    /// `rank` is on this node. Counts the operation. The window's slot of
+    /// `rank` (`window::targets`, filled on first contact) answers without
+    /// a lock while the world's mapping cache keeps the segment mapped.
+    #[inline]
     pub(super) fn direct(
         &self,
         rank: usize,
         d: &Descriptor,
     ) -> Result<Option<Arc<Memory<'static>>>> {
-        if d.flags & FLAG_SHARED == 0
-            || rank == self.world.rank()
-            || !self.world.config.shm
-            || !self.world.node.is_local(rank)
-        {
+        let m = self.mapping(rank, d)?;
+        if m.is_some() {
+            self.world.mappings.count_direct();
+        }
+        Ok(m)
+    }
+
+    /// [`Window::direct`] without counting (first contact, `target`).
+    pub(super) fn mapping(
+        &self,
+        rank: usize,
+        d: &Descriptor,
+    ) -> Result<Option<Arc<Memory<'static>>>> {
+        if d.flags & FLAG_SHARED == 0 || rank == self.me {
             return Ok(None);
         }
-        let m = self.world.mappings.get(rank, d)?;
-        self.world.mappings.count_direct();
-        Ok(Some(m))
+        if let Some(t) = self.targets.get(rank) {
+            match t.map.as_ref().map(Weak::upgrade) {
+                // Decided on first contact: not by load/store.
+                None => return Ok(None),
+                Some(Some(m)) => return Ok(Some(m)),
+                // Evicted from the mapping cache: map it again there.
+                Some(None) => {}
+            }
+        }
+        if !self.world.config.shm || !self.world.node.is_local(rank) {
+            return Ok(None);
+        }
+        Ok(Some(self.peer_memory(rank, d)?))
     }
 
     /// Whether accumulates to this window are CPU atomics (decided
@@ -101,7 +132,7 @@ impl<T: Element> Window<'_, T> {
         f: impl FnOnce(&Memory<'_>) -> Result<R>,
     ) -> Result<R> {
         self.world.mappings.count_atomic();
-        if rank == self.world.rank() {
+        if rank == self.me {
             return f(&self.mem);
         }
         match self.direct(rank, d)? {

@@ -4,7 +4,7 @@
 use libfabric_sys as fi;
 
 use crate::api::element::Element;
-use crate::api::op::Op;
+use crate::api::op::AnyOp;
 use crate::config::AccumulateMode;
 use crate::error::{Error, Result};
 use crate::transport::{AtomicKind, Transport};
@@ -16,7 +16,9 @@ const WAR: u8 = 4;
 const WAW: u8 = 8;
 
 /// Hints given at window creation, as MPI's `MPI_Info` keys
-/// `accumulate_ordering` and `accumulate_ops` (see `docs/semantics.md`).
+/// `accumulate_ordering` and `accumulate_ops` (see `docs/semantics.md`) and,
+/// for [`Window::allocate_shared_with`](crate::Window::allocate_shared_with),
+/// `alloc_shared_noncontig` (see `docs/shm.md`).
 ///
 /// ```
 /// # fn f() -> onesided::Result<()> {
@@ -29,6 +31,7 @@ const WAW: u8 = 8;
 pub struct WindowInfo {
     ordering: u8,
     same_op: bool,
+    noncontig: bool,
 }
 
 impl Default for WindowInfo {
@@ -36,6 +39,7 @@ impl Default for WindowInfo {
         WindowInfo {
             ordering: RAR | RAW | WAR | WAW,
             same_op: false,
+            noncontig: false,
         }
     }
 }
@@ -91,6 +95,20 @@ impl WindowInfo {
         Ok(self)
     }
 
+    /// `alloc_shared_noncontig` (default `false`): with `true`, each rank's
+    /// segment of a shared-memory window is its own page-aligned memfd
+    /// instead of its part of one node segment in rank order. Every rank
+    /// must pass the same value.
+    pub fn alloc_shared_noncontig(mut self, noncontig: bool) -> Self {
+        self.noncontig = noncontig;
+        self
+    }
+
+    /// Whether `alloc_shared_noncontig` was asked for.
+    pub fn shared_noncontig(&self) -> bool {
+        self.noncontig
+    }
+
     /// The `FI_ORDER_ATOMIC_*` bits the ordering hint asks for.
     pub fn fi_order(&self) -> u64 {
         [
@@ -124,11 +142,11 @@ pub(crate) struct Paths {
 /// Operations defined on `T` with the provider calls each needs.
 fn defined<T: Element>() -> Vec<(u32, &'static [AtomicKind], &'static str)> {
     const BOTH: &[AtomicKind] = &[AtomicKind::Update, AtomicKind::Fetch];
-    let mut v: Vec<(u32, &'static [AtomicKind], &'static str)> = Op::ALL
+    let mut v: Vec<(u32, &'static [AtomicKind], &'static str)> = AnyOp::ALL
         .into_iter()
         .filter(|op| T::INTEGER || !op.integer_only())
         .map(|op| {
-            let kinds: &'static [AtomicKind] = if op == Op::NoOp {
+            let kinds: &'static [AtomicKind] = if op == AnyOp::NoOp {
                 &[AtomicKind::Fetch]
             } else {
                 BOTH

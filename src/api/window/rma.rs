@@ -10,10 +10,8 @@ use crate::transport::InFlight;
 
 impl<T: Element> Window<'_, T> {
     fn mark_dirty(&self, rank: usize) {
-        if rank != self.world.rank() && self.world.transport_props().ordered_raw {
-            if let Ok(mut d) = self.dirty.lock() {
-                d.insert(rank);
-            }
+        if rank != self.me && self.props.ordered_raw {
+            self.dirty.mark(rank);
         }
     }
 
@@ -23,16 +21,19 @@ impl<T: Element> Window<'_, T> {
     pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
         let (off, d) = self.access("put", rank, disp, data.len())?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        if rank == self.world.rank() && !self.is_dynamic() {
+        if rank == self.me && !self.is_dynamic() {
             return self.mem.write(off, bytes);
         }
         if let Some(m) = self.direct(rank, &d)? {
             return m.write(off, bytes);
         }
-        self.mark_dirty(rank);
-        self.world
+        let posted = self
+            .world
             .transport()
-            .put(rank, bytes, Self::remote(&d, off))
+            .put(rank, bytes, Self::remote(&d, off));
+        // After posting (window::dirty's rule).
+        self.mark_dirty(rank);
+        posted
     }
 
     /// Reads `out.len()` elements from `rank`'s window at element `disp`.
@@ -40,7 +41,7 @@ impl<T: Element> Window<'_, T> {
     pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
         let (off, d) = self.access("get", rank, disp, out.len())?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        if rank == self.world.rank() && !self.is_dynamic() {
+        if rank == self.me && !self.is_dynamic() {
             return self.mem.read(off, bytes);
         }
         if let Some(m) = self.direct(rank, &d)? {
@@ -65,7 +66,7 @@ impl<T: Element> Window<'_, T> {
             self.id
         );
         let direct = self.direct(rank, &d)?;
-        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+        if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
             return Ok(Request::new(
@@ -74,11 +75,13 @@ impl<T: Element> Window<'_, T> {
                 what,
             ));
         }
-        self.mark_dirty(rank);
         let f = InFlight::new(data, Some(self.outstanding.clone()));
-        self.world
+        let posted = self
+            .world
             .transport()
-            .put_async(rank, &f, Self::remote(&d, off))?;
+            .put_async(rank, &f, Self::remote(&d, off));
+        self.mark_dirty(rank);
+        posted?;
         Ok(Request::new(self.world.transport(), f, what))
     }
 
@@ -96,7 +99,7 @@ impl<T: Element> Window<'_, T> {
             self.id
         );
         let direct = self.direct(rank, &d)?;
-        if (rank == self.world.rank() && !self.is_dynamic()) || direct.is_some() {
+        if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
             return Ok(Request::new(

@@ -1,12 +1,27 @@
 //! Shared-memory windows: `allocate_shared` and `shared_query`
 //! (`MPI_Win_allocate_shared`, `MPI_Win_shared_query`).
 //!
-//! Every rank's segment is a node-shared memfd (`transport::shm`); a rank
-//! maps a peer's segment on its first `shared_query` (cached like any other
-//! mapping) and gets a [`SharedSegment`]: a handle that keeps the mapping
-//! alive, with bounds-checked copies and the raw pointer for direct loads
-//! and stores. Segments are not contiguous across ranks (as with MPI's
-//! `alloc_shared_noncontig` info key).
+//! By default the segments are contiguous across ranks, as MPI's default:
+//! one node-shared memfd (`transport::shm`) holds every rank's part in rank
+//! order, with no padding (every part is whole elements of one type, the
+//! segment page-aligned, so every part is aligned for `T`). The sizes are
+//! exchanged through a temporary two-word window (each rank reads the sizes
+//! of the ranks of its node: O(ranks per node)); the node leader (rank 0 —
+//! every rank is node-local) creates the memfd and publishes its locator
+//! there; every other rank maps it whole. Each rank's window memory is its
+//! part (`Memory::part`, registered with the provider like any window), and
+//! its descriptor's `aux` word is the part's offset (`FLAG_CONTIG`), so a
+//! peer's part is a view of the process's own mapping of the segment:
+//! `shared_query(r + 1).as_ptr()` is `shared_query(r).as_ptr()` plus rank
+//! r's length, in every process.
+//!
+//! With the hint `alloc_shared_noncontig` every rank's segment is its own
+//! memfd (as `allocate`'s with the direct path on); a rank maps a peer's on
+//! its first `shared_query` (cached like any other mapping).
+//!
+//! Either way `shared_query` returns a [`SharedSegment`]: a handle that
+//! keeps the mapping alive, with bounds-checked copies and the raw pointer
+//! for direct loads and stores.
 //!
 //! Memory-barrier rules (MPI's unified model): a store through one rank's
 //! handle is seen by a load through another's after a synchronization
@@ -22,16 +37,97 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::{direct, Window};
+use super::{direct, Window, WindowInfo};
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
-use crate::transport::Memory;
-use crate::window::mappings::FLAG_SHARED;
+use crate::transport::{shm, Memory};
+use crate::window::directory::Descriptor;
+use crate::window::mappings::{FLAG_CONTIG, FLAG_SHARED};
 
 enum Segment<'w> {
     Own(&'w Memory<'w>),
     Peer(Arc<Memory<'static>>),
+}
+
+/// This rank's part of a new contiguous node segment of `bytes` bytes
+/// (collective, every rank node-local; elements of `unit` bytes). See the
+/// module doc.
+fn contiguous_part(world: &World, bytes: usize, unit: usize) -> Result<Memory<'static>> {
+    // Words: [0] this rank's bytes, [1] (leader) the segment's locator.
+    let mut tmp = Window::<u64>::allocate(world, 2)?;
+    let id = world.peek_window_id(); // the shared window's, built next
+    let laid = lay_out(world, &tmp, id, bytes, unit);
+    let freed = tmp.free();
+    let (whole, off) = laid?;
+    freed?;
+    Memory::part(&whole, off, bytes)
+}
+
+/// The exchange through `tmp`: returns the segment and this rank's offset.
+fn lay_out(
+    world: &World,
+    tmp: &Window<'_, u64>,
+    id: u64,
+    bytes: usize,
+    unit: usize,
+) -> Result<(Arc<Memory<'static>>, usize)> {
+    const LEADER: usize = 0;
+    let me = world.rank();
+    let name = shm::node_segment_name(id);
+    tmp.local_write(0, &[bytes as u64])?;
+    world.barrier()?;
+    // Every rank is node-local: the node's ranks are 0..size.
+    let (mut off, mut total) = (0usize, 0usize);
+    tmp.lock_all()?;
+    for r in 0..world.size() {
+        let mut v = [0u64];
+        tmp.get(r, 0, &mut v)?;
+        let part = usize::try_from(v[0])
+            .ok()
+            .filter(|b| b % unit == 0)
+            .ok_or_else(|| Error::Protocol {
+                peer: format!("rank {r}"),
+                message: format!("shared window {id}: part size {} bytes", v[0]),
+            })?;
+        if r < me {
+            off += part;
+        }
+        total = total.checked_add(part).ok_or_else(|| {
+            Error::InvalidArgument(format!("shared window {id}: the parts overflow"))
+        })?;
+    }
+    tmp.unlock_all()?;
+    // One spare byte: a zero-length last part still registers a mapped byte.
+    let seg_len = total
+        .checked_add(1)
+        .ok_or_else(|| Error::InvalidArgument(format!("shared window {id}: the parts overflow")))?;
+    let mut created = None;
+    if me == LEADER {
+        // Locator 0 tells the others the segment could not be created.
+        let made = shm::allocate(seg_len, &name);
+        let loc = made.as_ref().ok().and_then(shm::locator).unwrap_or(0);
+        tmp.local_write(1, &[loc])?;
+        created = Some(made);
+    }
+    world.barrier()?;
+    let whole = match created {
+        Some(made) => made?,
+        None => {
+            let mut loc = [0u64];
+            tmp.lock_all()?;
+            tmp.get(LEADER, 1, &mut loc)?;
+            tmp.unlock_all()?;
+            if loc[0] == 0 {
+                return Err(Error::Exhausted(format!(
+                    "shared window {id}: rank {LEADER} could not create the node segment of \
+                     {seg_len} bytes"
+                )));
+            }
+            shm::map_peer(loc[0], &name, seg_len)?
+        }
+    };
+    Ok((Arc::new(whole), off))
 }
 
 /// One node-local rank's segment of a node-shared window, from
@@ -68,8 +164,12 @@ impl<T: Element> SharedSegment<'_, T> {
         self.len == 0
     }
 
-    /// Start of the segment in this process (page-aligned), valid for
-    /// `len()` elements while the handle lives. Other ranks read and write
+    /// Start of the segment in this process, valid for `len()` elements
+    /// while the handle lives. Contiguous windows (the default): rank
+    /// `r + 1`'s segment starts right after rank `r`'s last element, so
+    /// rank 0's pointer reaches every rank's segment; the node segment is
+    /// page-aligned. With `alloc_shared_noncontig` every segment is
+    /// page-aligned and separate. Other ranks read and write
     /// this memory: access it with raw-pointer reads/writes or atomics,
     /// never through `&`/`&mut` references.
     pub fn as_ptr(&self) -> *mut T {
@@ -109,10 +209,18 @@ impl<T: Element> SharedSegment<'_, T> {
 impl<'a, T: Element> Window<'a, T> {
     /// Allocates a window of `len` zeroed elements whose segments every rank
     /// can load and store directly through [`Window::shared_query`]
-    /// (collective). Needs every rank of the job on this node. RMA
-    /// operations work as on any window (by load/store and CPU atomics
-    /// unless `ONESIDED_SHM=0`, which leaves them to the provider).
+    /// (collective), contiguous across ranks in rank order. Needs every
+    /// rank of the job on this node. RMA operations work as on any window
+    /// (by load/store and CPU atomics unless `ONESIDED_SHM=0`, which leaves
+    /// them to the provider).
     pub fn allocate_shared(world: &'a World, len: usize) -> Result<Self> {
+        Self::allocate_shared_with(world, len, &WindowInfo::default())
+    }
+
+    /// [`Window::allocate_shared`] with hints: the accumulate hints and
+    /// `alloc_shared_noncontig` (separate segments, see `docs/shm.md`).
+    /// Every rank must pass the same hints.
+    pub fn allocate_shared_with(world: &'a World, len: usize, info: &WindowInfo) -> Result<Self> {
         if !world.node.all_local() {
             return Err(Error::Unsupported(format!(
                 "allocate_shared: the {} ranks of the job are not all on this node \
@@ -123,13 +231,42 @@ impl<'a, T: Element> Window<'a, T> {
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::InvalidArgument(format!("shared window of {len} {} overflows", T::NAME))
         })?;
-        Self::build(
-            world,
-            direct::window_memory(world, bytes, true)?,
-            len,
-            0,
-            &super::WindowInfo::default(),
-        )
+        let mem = if info.shared_noncontig() {
+            direct::window_memory(world, bytes, true)?
+        } else {
+            contiguous_part(world, bytes, std::mem::size_of::<T>())?
+        };
+        Self::build(world, mem, len, 0, info)
+    }
+
+    /// The memory of `rank`'s window (not ours) in this process, for the
+    /// direct path and `shared_query`: a view of our mapping of the node
+    /// segment for a contiguous window, else the peer's own segment mapped
+    /// through the cache. The offset and length come from the peer's
+    /// descriptor and are checked against the segment.
+    pub(super) fn peer_memory(&self, rank: usize, d: &Descriptor) -> Result<Arc<Memory<'static>>> {
+        if d.flags & FLAG_CONTIG == 0 {
+            return self.world.mappings.get(rank, d);
+        }
+        let bad = |what: String| Error::Protocol {
+            peer: format!("rank {rank}"),
+            message: format!("window {}: {what}", self.id),
+        };
+        let Some((whole, _)) = self.mem.whole() else {
+            return Err(bad("contiguous shared window, but not here".into()));
+        };
+        let (off, len) = (d.aux as usize, d.len as usize);
+        if d.aux > usize::MAX as u64 || off % std::mem::size_of::<T>() != 0 {
+            return Err(bad(format!("part offset {} is not aligned", d.aux)));
+        }
+        self.world.mappings.get_or_insert((d.id, rank), || {
+            Memory::part(whole, off, len).map_err(|_| {
+                bad(format!(
+                    "part of {len} bytes at byte {off} outside the node segment of {} bytes",
+                    whole.len()
+                ))
+            })
+        })
     }
 
     /// The segment of `rank` (this rank or a node-local one) for direct
@@ -163,7 +300,7 @@ impl<'a, T: Element> Window<'a, T> {
             )));
         }
         let d = self.target(rank)?;
-        let m = self.world.mappings.get(rank, &d)?;
+        let m = self.peer_memory(rank, &d)?;
         Ok(SharedSegment {
             seg: Segment::Peer(m),
             rank,

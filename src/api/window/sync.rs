@@ -2,7 +2,6 @@
 //! flush family, `lock_all`/`unlock_all`, `fence`, `sync`, `free`
 //! (post/start/complete/wait are in `pscw.rs`, lock/unlock in `lock.rs`).
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use super::Window;
@@ -10,6 +9,7 @@ use crate::api::element::Element;
 use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
 use crate::window::directory::{self, MAGIC};
+use crate::window::dirty::for_each_rank;
 
 impl<T: Element> Window<'_, T> {
     /// Completes request-based operations locally.
@@ -18,30 +18,32 @@ impl<T: Element> Window<'_, T> {
         // when issued; this fence orders them before the synchronization
         // that follows (see `direct.rs`).
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        if self.outstanding.is_idle() {
+            // Nothing in flight (blocking operations, the direct path):
+            // no need to drive the provider.
+            return Ok(());
+        }
         let id = self.id;
         self.world.transport().wait(&self.outstanding, &|| {
             format!("completing operations of window {id}")
         })
     }
 
-    /// Targets with writes or atomic updates not yet flushed.
-    pub(super) fn dirty_targets(&self) -> HashSet<usize> {
-        let mut all: HashSet<usize> = self.dirty.lock().map(|d| d.clone()).unwrap_or_default();
-        if let Ok(a) = self.atomic_dirty.lock() {
-            all.extend(a.iter().copied());
-        }
-        all
+    /// Targets with writes or atomic updates not yet flushed: ranks below
+    /// 64 as bits, the others listed (possibly twice).
+    pub(super) fn dirty_targets(&self) -> (u64, Vec<usize>) {
+        let (low, mut high) = self.dirty.snapshot();
+        let (alow, ahigh) = self.atomic_dirty.snapshot();
+        high.extend(ahigh);
+        high.sort_unstable();
+        high.dedup();
+        (low | alow, high)
     }
 
     /// Makes every write and atomic update to `rank` visible there.
     pub(super) fn complete_remote(&self, rank: usize) -> Result<()> {
         self.complete_atomics(rank)?;
-        let was_dirty = self
-            .dirty
-            .lock()
-            .map(|mut d| d.remove(&rank))
-            .unwrap_or(true);
-        if !was_dirty {
+        if !self.dirty.take(rank) {
             return Ok(());
         }
         // Ordered read-after-write: when this read returns, every earlier
@@ -63,16 +65,21 @@ impl<T: Element> Window<'_, T> {
 
     pub(super) fn complete_all(&self) -> Result<()> {
         self.complete_local()?;
-        for t in self.dirty_targets() {
-            self.complete_remote(t)?;
-        }
-        Ok(())
+        let mut done = Ok(());
+        for_each_rank(self.dirty_targets(), |t| {
+            if done.is_ok() {
+                done = self.complete_remote(t);
+            }
+        });
+        done
     }
 
     /// Completes all operations to `rank`, locally and at the target.
     pub fn flush(&self, rank: usize) -> Result<()> {
         self.check_rank(rank)?;
-        self.epoch()?.flush(self.id, "flush", Some(rank))?;
+        if !self.permit().flushes(rank) {
+            self.epoch()?.flush(self.id, "flush", Some(rank))?;
+        }
         self.complete_local()?;
         self.complete_remote(rank)
     }
@@ -200,6 +207,7 @@ impl<T: Element> Window<'_, T> {
         }
         self.world.posts.close(self.id);
         self.world.mappings.forget_window(self.id);
+        self.targets.clear();
         self.reg.take();
     }
 }

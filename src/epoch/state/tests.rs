@@ -109,3 +109,54 @@ fn pscw_rules() {
     s.begin_pscw(1, "post").unwrap();
     assert_eq!(s.mode, Epoch::Idle);
 }
+
+/// The permit's invariant (epoch/permit.rs): whatever it covers, the state
+/// allows with `Prepare::Go` and `issue` leaves unchanged; whatever it
+/// flushes, `flush` allows. Checked after every step of several histories.
+#[test]
+fn permit_never_allows_what_the_state_refuses() {
+    fn check(s: &SyncState, covered: &mut usize) {
+        let p = s.permit();
+        for r in 0..6 {
+            if p.covers(r) {
+                *covered += 1;
+                assert_eq!(s.may_issue(1, "put", r).unwrap(), Prepare::Go, "{s:?}");
+                let mut after = s.clone();
+                after.issue(1, "put", r).unwrap();
+                assert_eq!(&after, s, "issue changed a permitted state");
+            }
+            if p.flushes(r) {
+                s.flush(1, "flush", Some(r)).unwrap();
+            }
+        }
+    }
+    let mut covered = 0;
+    let mut s = SyncState::default();
+    check(&s, &mut covered);
+    s.lock_all(1, false).unwrap();
+    check(&s, &mut covered);
+    assert!(s.lock_all_acquired(0) && s.lock_all_acquired(1));
+    check(&s, &mut covered);
+    s.unlock_all(1).unwrap();
+    s.end_unlock_all();
+    check(&s, &mut covered);
+    s.lock_all(1, true).unwrap();
+    check(&s, &mut covered);
+    s.end_unlock_all();
+    let plan = s.fence(1, Assert::NONE).unwrap();
+    s.mode = plan.next;
+    check(&s, &mut covered);
+    s.issue(1, "put", 3).unwrap();
+    check(&s, &mut covered);
+    let plan = s.fence(1, Assert::NOSUCCEED).unwrap();
+    s.mode = plan.next;
+    check(&s, &mut covered);
+    s.begin_lock(1, 2, LockType::Exclusive, false).unwrap();
+    check(&s, &mut covered);
+    s.lock_acquired(2);
+    check(&s, &mut covered);
+    s.end_unlock(1, 2).unwrap();
+    check(&s, &mut covered);
+    // lock_all prefix {0,1} + nocheck lock_all + fence with ops.
+    assert_eq!(covered, 2 + 6 + 6);
+}

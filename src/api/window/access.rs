@@ -1,0 +1,150 @@
+//! Validation every operation shares: the epoch (lock-free permit, else
+//! the state mutex through [`EpochGuard`]), the target rank and the bounds
+//! (`access`), and what an operation needs before it is posted (`prepare`).
+
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::MutexGuard;
+
+use super::Window;
+use crate::api::element::Element;
+use crate::epoch::{Permit, Prepare, SyncState};
+use crate::error::{Error, Result};
+use crate::transport::RemoteAddr;
+use crate::window::directory::Descriptor;
+
+impl<T: Element> Window<'_, T> {
+    pub(super) fn epoch(&self) -> Result<EpochGuard<'_>> {
+        self.alive("synchronization")?;
+        let state = self.epoch.lock().map_err(|_| {
+            Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id))
+        })?;
+        Ok(EpochGuard {
+            permit: &self.permit,
+            state,
+        })
+    }
+
+    /// The epoch's permit for the lock-free path: `Permit::NONE` once the
+    /// window is freed (then the mutex path reports the error).
+    #[inline]
+    pub(super) fn permit(&self) -> Permit {
+        if self.freed {
+            return Permit::NONE;
+        }
+        Permit(self.permit.load(Ordering::Acquire))
+    }
+
+    /// Validates an access of `n` elements at `disp` on `rank` and returns the
+    /// byte offset and the descriptor. Sends nothing on error except, on first
+    /// contact, the read of the target's descriptor. Inside `lock_all` the
+    /// first access to a target takes its shared lock; inside a start epoch
+    /// it waits for the target's post.
+    pub(super) fn access(
+        &self,
+        op: &'static str,
+        rank: usize,
+        disp: usize,
+        n: usize,
+    ) -> Result<(usize, Descriptor)> {
+        self.check_rank(rank)?;
+        if self.permit().covers(rank) && !self.is_dynamic() {
+            // The lock-free path: allowed with nothing to prepare, and the
+            // descriptor is cached (or ours).
+            let d = match self.targets.get(rank) {
+                Some(t) => t.desc,
+                None if rank == self.me => self.desc,
+                None => self.target(rank)?,
+            };
+            return self.in_bounds(rank, disp, n, d);
+        }
+        let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
+        if self.is_dynamic() {
+            let at = self.dynamic_remote(rank, disp, n)?;
+            self.prepare(prepare, op, rank)?;
+            self.epoch()?.issue(self.id, op, rank)?;
+            let off = disp * std::mem::size_of::<T>();
+            // A descriptor for this one access, such that `remote(d, off)`
+            // is the resolved address (offsets are absolute addresses here).
+            let d = Descriptor {
+                base: at.addr.wrapping_sub(off as u64),
+                key: at.key,
+                ..self.desc
+            };
+            return Ok((off, d));
+        }
+        let d = self.target(rank)?;
+        self.in_bounds(rank, disp, n, d)?;
+        self.prepare(prepare, op, rank)?;
+        self.epoch()?.issue(self.id, op, rank)?;
+        Ok((disp * std::mem::size_of::<T>(), d))
+    }
+
+    /// `n` elements at `disp` fit in `rank`'s window described by `d`: the
+    /// byte offset and `d`, else `OutOfWindow`.
+    #[inline]
+    pub(super) fn in_bounds(
+        &self,
+        rank: usize,
+        disp: usize,
+        n: usize,
+        d: Descriptor,
+    ) -> Result<(usize, Descriptor)> {
+        let target_len = (d.len / d.disp_unit) as usize;
+        match disp.checked_add(n) {
+            Some(end) if end <= target_len => Ok((disp * std::mem::size_of::<T>(), d)),
+            _ => Err(Error::OutOfWindow {
+                window: self.id,
+                rank,
+                offset: disp,
+                len: n,
+                window_len: target_len,
+            }),
+        }
+    }
+
+    /// What an operation to `rank` needs first: `lock_all`'s shared locks
+    /// or, in a start epoch, the target's post.
+    fn prepare(&self, prepare: Prepare, op: &'static str, rank: usize) -> Result<()> {
+        match prepare {
+            Prepare::Go => Ok(()),
+            Prepare::SharedLock => self.lock_all_target(rank),
+            Prepare::AwaitPost => self.await_post(op, rank),
+        }
+    }
+
+    pub(super) fn remote(d: &Descriptor, off: usize) -> RemoteAddr {
+        RemoteAddr {
+            addr: d.base.wrapping_add(off as u64),
+            key: d.key,
+        }
+    }
+}
+
+/// The window's locked synchronization state; stores the state's permit
+/// into the window's atomic when dropped, before the mutex is released
+/// (the invariant of `epoch::permit`).
+pub(super) struct EpochGuard<'w> {
+    permit: &'w AtomicU64,
+    state: MutexGuard<'w, SyncState>,
+}
+
+impl Deref for EpochGuard<'_> {
+    type Target = SyncState;
+    fn deref(&self) -> &SyncState {
+        &self.state
+    }
+}
+
+impl DerefMut for EpochGuard<'_> {
+    fn deref_mut(&mut self) -> &mut SyncState {
+        &mut self.state
+    }
+}
+
+impl Drop for EpochGuard<'_> {
+    fn drop(&mut self) {
+        // `state` (the mutex guard) drops after this body: still locked.
+        self.permit.store(self.state.permit().0, Ordering::Release);
+    }
+}

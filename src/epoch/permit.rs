@@ -1,0 +1,124 @@
+//! The lock-free "may this operation go?" answer of a window's
+//! [`SyncState`](super::SyncState), for the per-operation fast path.
+//!
+//! A [`Permit`] is one `u64` summarizing the targets to which an RMA
+//! operation is allowed *and needs no state change* (`may_issue` says
+//! `Prepare::Go` and `issue` changes nothing), and whether a flush of those
+//! targets is allowed. The window keeps it in an `AtomicU64` next to the
+//! mutex-protected state.
+//!
+//! Invariants (relied on by `api::window`):
+//! * The atomic is written only while the state mutex is held, after every
+//!   change of the state, with `permit()` of the new state (the window's
+//!   epoch guard does it when it is dropped, before it unlocks). So a value
+//!   read from it was the exact summary of the state at some moment.
+//! * A permit never allows what the state refuses at the moment it was
+//!   stored. An operation that reads a permit and then runs races with a
+//!   concurrent epoch change exactly as it would with the mutex, which is
+//!   also released before the operation is posted: it is ordered before
+//!   or after that change, never inside it.
+//! * Anything the permit does not cover takes the mutex path, which is the
+//!   reference: the permit only skips work, it never decides an error.
+
+use super::locks::Locks;
+use super::pscw::Pscw;
+use super::Epoch;
+
+const RANK_BITS: u32 = 48;
+const RANK_MASK: u64 = (1 << RANK_BITS) - 1;
+const KIND_SHIFT: u32 = RANK_BITS;
+const KIND_ALL: u64 = 1;
+const KIND_PREFIX: u64 = 2;
+const KIND_ONE: u64 = 3;
+const FLUSH: u64 = 1 << 50;
+
+/// See the module doc. `Permit::NONE` (0) allows nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permit(pub u64);
+
+impl Permit {
+    /// Nothing may go without the mutex.
+    pub const NONE: Permit = Permit(0);
+
+    fn new(kind: u64, rank: usize, flush: bool) -> Permit {
+        if rank as u64 > RANK_MASK {
+            return Permit::NONE;
+        }
+        Permit(kind << KIND_SHIFT | rank as u64 | if flush { FLUSH } else { 0 })
+    }
+
+    /// Operations to every rank.
+    pub fn all(flush: bool) -> Permit {
+        Permit::new(KIND_ALL, 0, flush)
+    }
+
+    /// Operations to ranks `0..=upto`.
+    pub fn prefix(upto: usize, flush: bool) -> Permit {
+        Permit::new(KIND_PREFIX, upto, flush)
+    }
+
+    /// Operations to `rank` only.
+    pub fn one(rank: usize, flush: bool) -> Permit {
+        Permit::new(KIND_ONE, rank, flush)
+    }
+
+    /// Whether an RMA operation to `rank` may be posted without the mutex.
+    #[inline]
+    pub fn covers(self, rank: usize) -> bool {
+        let r = self.0 & RANK_MASK;
+        match (self.0 >> KIND_SHIFT) & 3 {
+            KIND_ALL => true,
+            KIND_PREFIX => (rank as u64) <= r,
+            KIND_ONE => rank as u64 == r,
+            _ => false,
+        }
+    }
+
+    /// Whether a flush of `rank` may proceed without the mutex.
+    #[inline]
+    pub fn flushes(self, rank: usize) -> bool {
+        self.0 & FLUSH != 0 && self.covers(rank)
+    }
+
+    /// The permit of a state (see `SyncState::permit`).
+    pub(super) fn of(
+        mode: Epoch,
+        locks: &Locks,
+        lock_all_upto: Option<usize>,
+        nocheck: bool,
+        pscw: &Pscw,
+    ) -> Permit {
+        if pscw.is_open() {
+            return Permit::NONE;
+        }
+        if !locks.is_empty() {
+            // Per-target locks (`lock.rs`) take the mutex path: their
+            // operations are dominated by the lock's own round trips.
+            return Permit::NONE;
+        }
+        match mode {
+            Epoch::LockAll if nocheck => Permit::all(true),
+            Epoch::LockAll => lock_all_upto.map_or(Permit::NONE, |u| Permit::prefix(u, true)),
+            // `issue` changes nothing once the fence epoch has operations;
+            // flushes are refused in fence epochs.
+            Epoch::Fence { ops: true } => Permit::all(false),
+            Epoch::Fence { ops: false } | Epoch::Idle => Permit::NONE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings() {
+        assert!(!Permit::NONE.covers(0) && !Permit::NONE.flushes(0));
+        assert!(Permit::all(false).covers(12345) && !Permit::all(false).flushes(1));
+        let p = Permit::prefix(3, true);
+        assert!(p.covers(0) && p.covers(3) && !p.covers(4) && p.flushes(3) && !p.flushes(4));
+        let o = Permit::one(7, true);
+        assert!(o.covers(7) && !o.covers(6) && !o.covers(8) && o.flushes(7));
+        assert_eq!(Permit::one(usize::MAX, true), Permit::NONE);
+    }
+}
