@@ -5,6 +5,9 @@ table; with DOC, also replaces the text between the scale-table markers of
 DOC with it.
 
     scale-table.py DIR [DOC]
+
+DIR/messages-P.jsonl (onesided-scale --messages) give a second table,
+between the messages-table markers.
 """
 
 import json
@@ -14,6 +17,7 @@ import re
 import sys
 
 BEGIN, END = "<!-- scale-table begin -->", "<!-- scale-table end -->"
+MBEGIN, MEND = "<!-- messages-table begin -->", "<!-- messages-table end -->"
 
 
 def load(path):
@@ -39,8 +43,16 @@ def row(p, role, r):
         f"{kib(f['rss_used'] - f['rss_created']):>3} | "
         f"{r['init']['av_entries']} / {f['created']['av_entries']} / {f['used']['av_entries']} | "
         f"{f['used']['peers_contacted']} | {f['used']['rkey_cache_entries']} | "
-        f"{f['window_cached_peers_used']} | {r['create_us_median']:.0f} | {r['free_us_median']:.0f} |"
+        f"{f['window_cached_peers_used']} | {msgs(f.get('create_messages'))} / "
+        f"{msgs(f.get('free_messages'))} | {r['create_us_median']:.0f} | {r['free_us_median']:.0f} |"
     )
+
+
+def msgs(s):
+    """Messages a rank sent: RMA writes + reads + atomics + active messages."""
+    if not s:
+        return "–"
+    return str(s["writes"] + s["reads"] + s["atomics"] + s["sends"])
 
 
 def table(d):
@@ -56,8 +68,9 @@ def table(d):
     lines += [
         "| P | role | RSS after init (KiB) | ΔRSS window created (KiB) | ΔRSS after use (KiB) "
         "| AV entries init / created / used | peers contacted | rkey cache entries "
-        "| window's cached peers | create µs (median) | free µs (median) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| window's cached peers | messages sent: create / free | create µs (median) "
+        "| free µs (median) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     missing = []
     summary = []
@@ -93,20 +106,67 @@ def table(d):
     return "\n".join(lines) + "\n", not missing
 
 
+def messages_table(d):
+    """Per P, window kind, epoch and phase: rank 0's messages (writes +
+    reads + atomics + active messages sent) and the total over all ranks."""
+    ps = sorted(int(f[9:-6]) for f in os.listdir(d)
+                if f.startswith("messages-") and f.endswith(".jsonl") and f[9:-6].isdigit())
+    lines = [
+        "| P | window | epoch | phase | rank 0: writes / reads / atomics / AM sends | "
+        "rank 0 messages | all ranks' messages | descriptor reads (rkey misses, all ranks) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ok = True
+    for p in ps:
+        rows = {}
+        with open(os.path.join(d, f"messages-{p}.jsonl"), encoding="utf-8") as f:
+            for line in f:
+                line = re.sub(r"^\[\d+\] ", "", line.strip())
+                if line.startswith("{"):
+                    v = json.loads(line)
+                    if v.get("type") == "messages":
+                        rows.setdefault((v["window"], v["epoch"], v["phase"]), []).append(v)
+        if not rows:
+            ok = False
+        for (window, epoch, phase), rs in rows.items():
+            if len(rs) != p:
+                ok = False
+            n = lambda s: s["writes"] + s["reads"] + s["atomics"] + s["sends"]
+            r0 = next((r for r in rs if r["rank"] == 0), None)
+            s0 = r0["spent"] if r0 else None
+            lines.append(
+                f"| {p} | {window} | {epoch} | {phase} | "
+                + (f"{s0['writes']} / {s0['reads']} / {s0['atomics']} / {s0['sends']} | {n(s0)}"
+                   if s0 else "? | ?")
+                + f" | {sum(n(r['spent']) for r in rs)} | {sum(r['rkey_misses'] for r in rs)} |")
+    return "\n".join(lines) + "\n", ok
+
+
+def replace(path, begin, end, text):
+    doc = open(path, encoding="utf-8").read()
+    if begin not in doc or end not in doc:
+        print(f"{path}: no {begin} … {end} markers", file=sys.stderr)
+        return False
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    open(path, "w", encoding="utf-8").write(head + begin + "\n" + text + end + tail)
+    return True
+
+
 def main(argv):
     if len(argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     text, ok = table(argv[1])
     print(text)
+    mtext, mok = messages_table(argv[1])
+    print(mtext)
     if len(argv) == 3:
-        doc = open(argv[2], encoding="utf-8").read()
-        if BEGIN not in doc or END not in doc:
-            print(f"{argv[2]}: no {BEGIN} … {END} markers", file=sys.stderr)
+        if not replace(argv[2], BEGIN, END, text):
             return 2
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        open(argv[2], "w", encoding="utf-8").write(head + BEGIN + "\n" + text + END + tail)
+        if not replace(argv[2], MBEGIN, MEND, mtext):
+            return 2
+    ok = ok and mok
     return 0 if ok else 1
 
 

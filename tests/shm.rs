@@ -111,10 +111,15 @@ fn put_get_all_epochs() {
     }
     let mapped = world.stats().shm.mapped;
     win.free().unwrap();
-    if direct_on() {
+    let s = world.stats().shm;
+    if direct_on() && s.capacity >= 2 {
         // Only the right neighbour's segment was mapped for this window (the
         // control regions of peers stay mapped while the world lives).
-        assert_eq!(world.stats().shm.mapped, mapped - 1, "free unmaps");
+        assert_eq!(s.mapped, mapped - 1, "free unmaps");
+    } else {
+        // A cache of one (ONESIDED_SHM_CACHE=1) may hold a control region
+        // instead of the window's segment; it stays bounded.
+        assert!(s.mapped <= s.capacity, "{s:?}");
     }
 }
 spmd_test!(
@@ -290,8 +295,14 @@ fn mixed_nodes() {
     assert_eq!(got[4], 1 + 2 + 3 + 4, "accumulates");
     let s = world.stats().shm;
     if direct_on() {
-        // Mapped: the buddy's window segment and its control region.
-        assert_eq!((s.direct_ops, s.cpu_atomics, s.maps), (1, 0, 2), "{s:?}");
+        // Mapped: the buddy's window segment and its control region (with
+        // a cache of one they evict each other, so maybe mapped again).
+        assert_eq!((s.direct_ops, s.cpu_atomics), (1, 0), "{s:?}");
+        if s.capacity >= 2 {
+            assert_eq!(s.maps, 2, "{s:?}");
+        } else {
+            assert!(s.maps >= 2 && s.mapped <= 1, "{s:?}");
+        }
         assert!(win.shared_query(buddy).is_ok());
     } else {
         assert_eq!((s.direct_ops, s.cpu_atomics, s.maps), (0, 0, 0), "{s:?}");

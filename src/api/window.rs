@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 mod access;
 mod accumulate;
+mod create;
 mod direct;
 mod dynamic;
 mod info;
@@ -31,9 +32,10 @@ use crate::epoch::{Permit, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
 use crate::transport::{Completion, Memory, Registration, RemoteAddr};
-use crate::window::directory::{self, Descriptor, ENTRY_BYTES, FLAG_DYNAMIC};
+use crate::window::directory::{self, Descriptor, ENTRY_BYTES};
 use crate::window::dirty::Dirty;
 use crate::window::targets::Targets;
+use crate::window::uniform;
 use crate::window::valid_ops::ValidOps;
 
 /// Counters of one window.
@@ -47,6 +49,10 @@ pub struct WindowStats {
     pub attach_table_reads: u64,
     /// Dynamic windows: peers whose attachment table is cached.
     pub cached_attach_tables: usize,
+    /// Every rank passed the same size, type and flags and the provider lets
+    /// us choose keys: peers are reached with no descriptor read
+    /// (`window::uniform`).
+    pub uniform: bool,
 }
 
 /// The transport properties on the operation path (see `TransportProps`).
@@ -78,6 +84,8 @@ pub struct Window<'a, T: Element> {
     slot: usize,
     len: usize,
     desc: Descriptor,
+    // Same geometry everywhere: peers' descriptors are computed, not read.
+    uniform: bool,
     epoch: Mutex<SyncState>,
     // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
     permit: AtomicU64,
@@ -115,16 +123,11 @@ impl<'a, T: Element> Window<'a, T> {
     /// [`Window::allocate`] with creation hints (collective; every rank
     /// should pass the same hints).
     pub fn allocate_with(world: &'a World, len: usize, info: &WindowInfo) -> Result<Self> {
-        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME))
-        })?;
-        Self::build(
-            world,
-            direct::window_memory(world, bytes, false)?,
-            len,
-            0,
-            info,
-        )
+        let mem = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME)))
+            .and_then(|bytes| direct::window_memory(world, bytes, false));
+        Self::build_from(world, mem, len, 0, info)
     }
 
     /// Exposes user memory as a window for as long as the window lives (collective).
@@ -148,67 +151,52 @@ impl<'a, T: Element> Window<'a, T> {
         kind: u64,
         info: &WindowInfo,
     ) -> Result<Self> {
-        // Decided identically on every rank (same provider, same variable,
-        // same hints); recorded in the descriptor flags, which peers compare.
-        // Dynamic windows keep every accumulate on the provider (their
-        // memory is the attached regions, which the software path does not
-        // reach yet).
-        let paths = if kind & FLAG_DYNAMIC != 0 {
-            info::Paths::provider_only()
-        } else {
-            info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
-        };
         let id = world.next_window_id();
         let ctrl = world.control_memory();
-        let slots = world.config.max_windows;
-        // Every rank creates and frees windows in the same collective order,
-        // so the lowest free slot is the same everywhere; descriptors carry
-        // the id, so a disagreement is detected on first access.
-        let slot = (0..slots)
-            .find(|s| directory::slot_free(ctrl, *s).unwrap_or(false))
-            .ok_or_else(|| {
-                Error::Exhausted(format!(
-                    "window {id}: {slots} windows are alive already (raise ONESIDED_MAX_WINDOWS)"
-                ))
-            })?;
-        let reg = world.transport().register(&mem)?;
-        let (node_flags, aux) = direct::window_flags(world, &mem);
-        let soft_locks = lock::software_locks(world);
-        let desc = Descriptor {
-            id,
-            base: reg.base,
-            len: mem.len() as u64,
-            disp_unit: std::mem::size_of::<T>() as u64,
-            key: reg.key,
-            tag: T::TAG,
-            flags: kind | paths.flags() | node_flags | lock::lock_flags(soft_locks),
-            aux,
-        };
-        // Open for lock messages before peers can see the window.
-        let soft_lock = if soft_locks {
-            Some(lock::open_soft_lock::<T>(
-                world,
-                &desc,
-                &mem,
-                paths.software,
-            )?)
-        } else {
-            None
-        };
-        // Open for software accumulates before peers can see the window.
-        let exposure = match paths.software {
-            0 => None,
-            mask => Some(world.exposed.expose(id, &mem, T::DATATYPE, mask)?),
-        };
-        directory::publish(ctrl, slot, &desc)?;
-        // Peers may post to this window as soon as they leave the barrier.
+        // This rank's part; a failure still takes part in the creation's
+        // allreduce (so every rank returns an error instead of hanging).
+        let local = Self::prepare_local(world, &mem, id, kind, info).and_then(|l| {
+            directory::publish(ctrl, l.slot, &l.desc)?;
+            Ok(l)
+        });
+        // Peers may post to this window as soon as they leave the allreduce.
         world.posts.open(id);
-        if let Err(e) = world.barrier() {
+        let agreed = uniform::agree(
+            world,
+            id,
+            local.as_ref().ok().map(|l| &l.desc),
+            local.as_ref().is_ok_and(|l| l.keyed),
+        );
+        let published = local.as_ref().ok().map(|l| l.slot);
+        let fail = |e: Error| {
             world.posts.close(id);
-            // Leave no descriptor behind for a window that does not exist.
-            let _ = directory::retract(ctrl, slot);
-            return Err(e);
-        }
+            if let Some(slot) = published {
+                // Leave no descriptor behind for a window that does not exist.
+                let _ = directory::retract(ctrl, slot);
+            }
+            Err(e)
+        };
+        let agreed = match agreed {
+            Ok(a) if a.failed && published.is_some() => {
+                return fail(Error::InvalidArgument(format!(
+                    "window {id}: creation failed on another rank"
+                )))
+            }
+            Ok(a) => a,
+            Err(e) => return fail(e),
+        };
+        let create::Prepared {
+            paths,
+            slot,
+            reg,
+            desc,
+            exposure,
+            soft_lock,
+            ..
+        } = match local {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
         let p = world.transport_props();
         Ok(Window {
             world,
@@ -223,6 +211,7 @@ impl<'a, T: Element> Window<'a, T> {
             slot,
             len,
             desc,
+            uniform: agreed.uniform,
             epoch: Mutex::new(SyncState::default()),
             permit: AtomicU64::new(Permit::NONE.0),
             targets: Targets::default(),
@@ -272,6 +261,7 @@ impl<'a, T: Element> Window<'a, T> {
             },
             attach_table_reads: self.dynamic.as_ref().map_or(0, |d| d.table_reads()),
             cached_attach_tables: self.dynamic.as_ref().map_or(0, |d| d.cached_tables()),
+            uniform: self.uniform,
         }
     }
 
@@ -320,6 +310,14 @@ impl<'a, T: Element> Window<'a, T> {
         }
         if let Some(t) = self.targets.get(rank) {
             return Ok(t.desc);
+        }
+        // Uniform window: the peer's descriptor is ours (same key, offset
+        // addressing, same length) unless node-shared memory is reached by
+        // the peer's own mapping (bits 8–15, the direct path).
+        if self.uniform && (self.desc.flags & 0xff00 == 0 || !self.world.node.is_local(rank)) {
+            self.world.control(rank)?;
+            self.targets.offer(rank, self.desc, None);
+            return Ok(self.desc);
         }
         if let Some(d) = self
             .world

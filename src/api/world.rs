@@ -35,7 +35,8 @@ pub struct WorldStats {
     /// The active-message layer's counters (protocol errors, requests).
     pub active_messages: AmStats,
     /// Barriers entered so far (`World::barrier`, fences that synchronize,
-    /// window creation and free).
+    /// window free; creation synchronizes by its allreduce, `window::uniform`,
+    /// not counted here).
     pub barriers: u64,
     /// The intra-node direct path (operations done by load/store, mappings).
     pub shm: crate::window::mappings::ShmStats,

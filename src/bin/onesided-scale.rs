@@ -8,16 +8,32 @@
 //! use, free) and prints one JSON line: resident memory (`/proc/self/statm`)
 //! before `World::init`, after it, after the first window's creation, after
 //! its use and after its free; the library's per-peer state from
-//! `World::stats()` / `Window::stats()` at the same points; and the median
-//! window creation and free times. Roles in the use phase: rank 0 talks to
+//! `World::stats()` / `Window::stats()` at the same points; the messages the
+//! rank sent to create and to free the first window (transport writes,
+//! reads, atomics, active messages); and the median window creation and free
+//! times. Roles in the use phase: rank 0 talks to
 //! every other rank (8 B put + flush to each), rank 1 to rank 0 only, the
 //! others to nobody (they only take part in the collective calls).
+//!
+//!     onesided-run -n P target/release/onesided-scale --messages
+//!
+//! instead counts the messages of single epochs (issue 4 §2): every rank
+//! prints one JSON line per epoch kind and phase with the change of its
+//! transport counters (`World::stats().transport`: RMA writes, reads and
+//! atomics posted, active messages sent and received) over the epoch alone
+//! (barriers before and after it, outside the count). Epochs:
+//! `lock_put_unlock` (rank 0: exclusive lock of rank 1, one 8 B put,
+//! unlock), `lock_all_puts_flush` (rank 0: `lock_all`, an 8 B put to every
+//! other rank, `flush_all`, `unlock_all`) and `fence` (every rank: fence,
+//! an 8 B put to its right neighbour, fence). Phase `first` runs the epoch on
+//! a window just created (first access to each target: descriptor reads),
+//! `again` runs it a second time on the same window.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use onesided::{Window, World, WorldStats};
+use onesided::{Assert, LockType, Window, World, WorldStats};
 use serde_json::{json, Value};
 
 #[derive(Parser, Debug)]
@@ -34,6 +50,10 @@ struct Cli {
     /// times are the median over all cycles).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     cycles: u32,
+    /// Count the messages of single epochs instead (one JSON line per rank,
+    /// epoch kind and phase).
+    #[arg(long)]
+    messages: bool,
 }
 
 /// Resident bytes of this process (`/proc/self/statm`, field 2 × page size).
@@ -93,6 +113,104 @@ fn touch(world: &World, win: &Window<'_, u8>) -> onesided::Result<()> {
     win.unlock_all()
 }
 
+/// The epochs whose messages `--messages` counts.
+const EPOCHS: [&str; 3] = ["lock_put_unlock", "lock_all_puts_flush", "fence"];
+
+fn epoch(world: &World, win: &Window<'_, u8>, kind: &str) -> onesided::Result<()> {
+    let (rank, size) = (world.rank(), world.size());
+    let word = (rank as u64).to_le_bytes();
+    match kind {
+        "lock_put_unlock" if rank == 0 => {
+            win.lock(1, LockType::Exclusive, Assert::NONE)?;
+            win.put(1, 0, &word)?;
+            win.unlock(1)
+        }
+        "lock_all_puts_flush" if rank == 0 => {
+            win.lock_all()?;
+            for t in 1..size {
+                win.put(t, 0, &word)?;
+            }
+            win.flush_all()?;
+            win.unlock_all()
+        }
+        "fence" => {
+            win.fence(Assert::NONE)?;
+            win.put((rank + 1) % size, 8, &word)?;
+            win.fence(Assert::NOSUCCEED)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Transport counters spent between two snapshots.
+fn spent(a: &WorldStats, b: &WorldStats) -> Value {
+    let (a, b) = (&a.transport, &b.transport);
+    json!({
+        "writes": b.writes - a.writes,
+        "reads": b.reads - a.reads,
+        "atomics": b.atomics - a.atomics,
+        "sends": b.sends - a.sends,
+        "received": b.messages_received - a.messages_received,
+        "bytes": (b.bytes_written - a.bytes_written) + (b.bytes_read - a.bytes_read)
+            + (b.bytes_atomic - a.bytes_atomic) + (b.send_bytes - a.send_bytes),
+    })
+}
+
+/// `--messages`: one line per epoch kind and phase.
+fn count_messages(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
+    let world = World::init()?;
+    let (rank, size) = (world.rank(), world.size());
+    if size < 2 {
+        return Err("--messages needs at least 2 ranks".into());
+    }
+    // A uniform window (the same size everywhere: no descriptor reads where
+    // the provider lets us choose keys) and a non-uniform one (8 B more per
+    // rank: descriptors read on first access, as before uniform windows).
+    for (window, extra) in [("uniform", 0), ("non-uniform", 8 * rank)] {
+        for kind in EPOCHS {
+            epochs(cli, &world, window, extra, kind)?;
+        }
+    }
+    Ok(())
+}
+
+fn epochs(
+    cli: &Cli,
+    world: &World,
+    window: &str,
+    extra: usize,
+    kind: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (rank, size) = (world.rank(), world.size());
+    {
+        let mut win = Window::<u8>::allocate(world, cli.bytes.max(16) as usize + extra)?;
+        for phase in ["first", "again"] {
+            world.barrier()?;
+            let before = world.stats();
+            epoch(world, &win, kind)?;
+            let after = world.stats();
+            world.barrier()?;
+            println!(
+                "{}",
+                json!({
+                    "type": "messages",
+                    "window": window,
+                    "uniform": win.stats().uniform,
+                    "epoch": kind,
+                    "phase": phase,
+                    "rank": rank,
+                    "size": size,
+                    "provider": world.transport_props().provider,
+                    "rkey_misses": after.rkey_cache.misses - before.rkey_cache.misses,
+                    "spent": spent(&before, &after),
+                })
+            );
+        }
+        win.free()?;
+    }
+    Ok(())
+}
+
 fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
     let rss_start = rss_bytes();
     let world = World::init()?;
@@ -105,9 +223,11 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
     let mut first = None;
     for cycle in 0..cli.cycles {
         world.barrier()?;
+        let before_create = world.stats();
         let t0 = Instant::now();
         let mut win = Window::<u8>::allocate(&world, cli.bytes as usize)?;
         create_us.push(t0.elapsed().as_secs_f64() * 1e6);
+        let create_messages = spent(&before_create, &world.stats());
         let rss_created = rss_bytes();
         let s_created = world.stats();
         let w_created = win.stats().cached_peers;
@@ -117,9 +237,11 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
         let s_used = world.stats();
         let w_used = win.stats().cached_peers;
         world.barrier()?;
+        let before_free = world.stats();
         let t1 = Instant::now();
         win.free()?;
         free_us.push(t1.elapsed().as_secs_f64() * 1e6);
+        let free_messages = spent(&before_free, &world.stats());
         if cycle == 0 {
             first = Some(json!({
                 "rss_created": rss_created,
@@ -130,6 +252,9 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
                 "freed": world_json(&world.stats()),
                 "window_cached_peers_created": w_created,
                 "window_cached_peers_used": w_used,
+                "window_uniform": win.stats().uniform,
+                "create_messages": create_messages,
+                "free_messages": free_messages,
             }));
         }
     }
@@ -152,6 +277,15 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.messages {
+        return match count_messages(&cli) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("onesided-scale: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(&cli) {
         Ok(v) => {
             println!("{v}");

@@ -211,6 +211,12 @@ pub trait Transport: Send + Sync {
     fn peer_count(&self) -> usize;
     /// Registers memory for remote read and write.
     fn register(&self, mem: &Memory<'_>) -> Result<Registration>;
+    /// [`Transport::register`] asking for remote key `key` (even: window
+    /// keys, see `window::uniform`); providers that choose keys
+    /// (`FI_MR_PROV_KEY`) return their own, so the caller compares.
+    fn register_keyed(&self, mem: &Memory<'_>, _key: u64) -> Result<Registration> {
+        self.register(mem)
+    }
     /// Writes `data` to `dst` at `target`; returns when `data` may be reused.
     fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()>;
     /// Reads `buf.len()` bytes from `src` at `target`; returns when they arrived.

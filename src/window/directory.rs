@@ -7,7 +7,8 @@
 //! |---|---|
 //! | 0 | magic `ONESIDE1` (also the target of ordered flush reads) |
 //! | 8 + 8·k, k < 64 | barrier flag of dissemination round k |
-//! | 520 + 128·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
+//! | 520 + 64·(2k + e mod 2), k < 32 | reduction slot of allreduce round k, epoch e (`window::uniform`) |
+//! | 4616 + 128·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
 //!
 //! A descriptor is sixteen words. Words 0–7 describe the window and never
 //! change while it lives: `window id` (0 = empty), `base`, `length in
@@ -30,8 +31,19 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ONESIDE1");
 pub const BARRIER_OFFSET: usize = 8;
 /// Number of dissemination rounds supported (2^64 processes).
 pub const BARRIER_ROUNDS: usize = 64;
+/// Offset of the reduction slots of window creation's allreduce
+/// (`window::uniform`): for each round k < `REDUCE_ROUNDS` and each parity
+/// of the creation's epoch, `REDUCE_SLOT_BYTES` bytes = `REDUCE_WORDS`
+/// payload words followed by the slot's flag word.
+pub const REDUCE_OFFSET: usize = BARRIER_OFFSET + 8 * BARRIER_ROUNDS;
+/// Dissemination rounds of the allreduce (2^32 processes).
+pub const REDUCE_ROUNDS: usize = 32;
+/// Payload words per reduction slot.
+pub const REDUCE_WORDS: usize = 7;
+/// Bytes per reduction slot (payload, then the flag word).
+pub const REDUCE_SLOT_BYTES: usize = 8 * (REDUCE_WORDS + 1);
 /// Offset of the first descriptor.
-pub const DIR_OFFSET: usize = BARRIER_OFFSET + 8 * BARRIER_ROUNDS;
+pub const DIR_OFFSET: usize = REDUCE_OFFSET + 2 * REDUCE_ROUNDS * REDUCE_SLOT_BYTES;
 /// Bytes per descriptor.
 pub const ENTRY_BYTES: usize = 128;
 /// Offset of the check word (word 8) inside a descriptor.
@@ -58,6 +70,12 @@ const CHECK_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 /// Bytes of a control region with `slots` descriptors.
 pub fn region_bytes(slots: usize) -> usize {
     DIR_OFFSET + slots * ENTRY_BYTES
+}
+
+/// Byte offset of the reduction slot of `round` for epochs of `parity`
+/// (its flag word is at `+ 8 * REDUCE_WORDS`).
+pub fn reduce_offset(round: usize, parity: u64) -> usize {
+    REDUCE_OFFSET + (2 * round + (parity & 1) as usize) * REDUCE_SLOT_BYTES
 }
 
 /// Byte offset of descriptor `slot`.

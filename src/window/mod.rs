@@ -7,7 +7,9 @@
 //! An origin that first touches rank `r` fetches `r`'s card from the store,
 //! inserts `r` into the address vector, and reads the descriptor of the
 //! window it needs with one RMA read into a bounded LRU ([`rkey_cache`]).
-//! Peers never touched cost nothing. The protocol is in `docs/directory.md`.
+//! Peers never touched cost nothing. Windows whose every rank passed the
+//! same size, type and flags need not even that read ([`uniform`]). The
+//! protocol is in `docs/directory.md`.
 
 pub mod am_accumulate;
 pub mod attach;
@@ -19,4 +21,5 @@ pub mod mappings;
 pub mod peers;
 pub mod rkey_cache;
 pub mod targets;
+pub mod uniform;
 pub mod valid_ops;

@@ -327,6 +327,19 @@ impl Transport for OfiTransport {
         Ok(Registration::new(mr.key(), base, Box::new(mr)))
     }
 
+    fn register_keyed(&self, mem: &Memory<'_>, key: u64) -> Result<Registration> {
+        self.ensure_alive()?;
+        let mr = mr::LocalMr::register_keyed(
+            self,
+            mem.as_ptr(),
+            mem.len().max(1),
+            fi::FI_REMOTE_READ | fi::FI_REMOTE_WRITE | fi::FI_READ | fi::FI_WRITE,
+            key,
+        )?;
+        let base = if self.props.virt_addr { mem.addr() } else { 0 };
+        Ok(Registration::new(mr.key(), base, Box::new(mr)))
+    }
+
     fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
         rma::put_blocking(self, target, data, dst)
     }

@@ -1,7 +1,11 @@
 //! Memory registration honouring the provider's `mr_mode`.
 //!
 //! * `FI_MR_PROV_KEY`: the provider picks the key; otherwise we request
-//!   unique keys from a per-transport counter.
+//!   unique keys: odd ones from a per-transport counter, and even ones,
+//!   2 × window id, for window memory (`LocalMr::register_keyed`, so that
+//!   peers can compute a uniform window's key, `window::uniform`). The two
+//!   sets are disjoint and window ids are unique per process, so requested
+//!   keys never collide within a process.
 //! * `FI_MR_ENDPOINT`: the region is bound to our endpoint and enabled.
 //! * `FI_MR_VIRT_ADDR`: remote addresses are virtual addresses (the caller
 //!   publishes the base); otherwise offsets from 0.
@@ -29,8 +33,34 @@ impl LocalMr {
         let requested = if t.props.prov_key {
             0
         } else {
-            t.next_key.fetch_add(1, Ordering::Relaxed)
+            // Odd keys: 1, 3, 5, ... (even ones are window keys).
+            t.next_key.fetch_add(2, Ordering::Relaxed)
         };
+        Self::register_requested(t, ptr, len, access, requested)
+    }
+
+    /// [`LocalMr::register`] asking for key `key` where the provider lets
+    /// us choose (else the provider's key; the caller compares).
+    pub fn register_keyed(
+        t: &OfiTransport,
+        ptr: *mut u8,
+        len: usize,
+        access: u64,
+        key: u64,
+    ) -> Result<LocalMr> {
+        if t.props.prov_key {
+            return Self::register(t, ptr, len, access);
+        }
+        Self::register_requested(t, ptr, len, access, key)
+    }
+
+    fn register_requested(
+        t: &OfiTransport,
+        ptr: *mut u8,
+        len: usize,
+        access: u64,
+        requested: u64,
+    ) -> Result<LocalMr> {
         let mut mr: *mut fi::fid_mr = std::ptr::null_mut();
         // SAFETY: ptr/len describe memory the caller keeps alive for the
         // lifetime of the returned registration (window memory outlives its

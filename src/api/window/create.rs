@@ -1,0 +1,129 @@
+//! This rank's part of window creation (`Window::build` runs it, then the
+//! creation's allreduce, `window::uniform`).
+
+use super::{direct, info, lock, soft_lock, Window, WindowInfo};
+use crate::api::element::Element;
+use crate::api::world::World;
+use crate::error::{Error, Result};
+use crate::transport::exposed::Exposure;
+use crate::transport::{Memory, Registration};
+use crate::window::directory::{self, Descriptor, FLAG_DYNAMIC};
+use crate::window::uniform;
+
+/// This rank's part of a window, before the creation's allreduce.
+pub(super) struct Prepared<T: Element> {
+    /// Which accumulates take the software path.
+    pub paths: info::Paths,
+    /// Directory slot of the descriptor.
+    pub slot: usize,
+    /// The memory's registration.
+    pub reg: Registration,
+    /// What peers read (or, for uniform windows, compute).
+    pub desc: Descriptor,
+    /// Open for software accumulates.
+    pub exposure: Option<Exposure>,
+    /// Registered under `uniform::window_key(id)` with offset addressing.
+    pub keyed: bool,
+    /// The target-side lock queue, when locks take the software path.
+    pub soft_lock: Option<soft_lock::SoftLock<T>>,
+}
+
+impl<'a, T: Element> Window<'a, T> {
+    /// This rank's part of creating window `id`: the accumulate paths, the
+    /// directory slot, the registration (under the window's own key where
+    /// the provider lets us choose, `window::uniform`), the descriptor, the
+    /// software-accumulate exposure, and whether the key is the window's.
+    pub(super) fn prepare_local(
+        world: &'a World,
+        mem: &Memory<'a>,
+        id: u64,
+        kind: u64,
+        info: &WindowInfo,
+    ) -> Result<Prepared<T>> {
+        // Decided identically on every rank (same provider, same variable,
+        // same hints); recorded in the descriptor flags, which the
+        // creation's allreduce (uniform windows) or peers on first access
+        // compare. Dynamic windows keep every accumulate on the provider
+        // (their memory is the attached regions, which the software path
+        // does not reach yet).
+        let paths = if kind & FLAG_DYNAMIC != 0 {
+            info::Paths::provider_only()
+        } else {
+            info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
+        };
+        let ctrl = world.control_memory();
+        let slots = world.config.max_windows;
+        // Every rank creates and frees windows in the same collective order,
+        // so the lowest free slot is the same everywhere; descriptors carry
+        // the id, so a disagreement is detected on first access.
+        let slot = (0..slots)
+            .find(|s| directory::slot_free(ctrl, *s).unwrap_or(false))
+            .ok_or_else(|| {
+                Error::Exhausted(format!(
+                    "window {id}: {slots} windows are alive already (raise ONESIDED_MAX_WINDOWS)"
+                ))
+            })?;
+        let key = uniform::window_key(id);
+        let reg = world.transport().register_keyed(mem, key)?;
+        let keyed = reg.key == key && reg.base == 0;
+        let (node_flags, aux) = direct::window_flags(world, mem);
+        let soft_locks = lock::software_locks(world);
+        let desc = Descriptor {
+            id,
+            base: reg.base,
+            len: mem.len() as u64,
+            disp_unit: std::mem::size_of::<T>() as u64,
+            key: reg.key,
+            tag: T::TAG,
+            flags: kind | paths.flags() | node_flags | lock::lock_flags(soft_locks),
+            aux,
+        };
+        // Open for lock messages before peers can see the window.
+        let soft_lock = if soft_locks {
+            Some(lock::open_soft_lock::<T>(
+                world,
+                &desc,
+                mem,
+                paths.software,
+            )?)
+        } else {
+            None
+        };
+        // Open for software accumulates before peers can see the window.
+        let exposure = match paths.software {
+            0 => None,
+            mask => Some(world.exposed.expose(id, mem, T::DATATYPE, mask)?),
+        };
+        Ok(Prepared {
+            paths,
+            slot,
+            reg,
+            desc,
+            exposure,
+            keyed,
+            soft_lock,
+        })
+    }
+
+    /// `build` over `mem`, or, when this rank could not even get its memory,
+    /// its part of the creation's allreduce with the failure bit set, so that
+    /// every rank returns an error instead of waiting for this one.
+    pub(super) fn build_from(
+        world: &'a World,
+        mem: Result<Memory<'a>>,
+        len: usize,
+        kind: u64,
+        info: &WindowInfo,
+    ) -> Result<Self> {
+        match mem {
+            Ok(mem) => Self::build(world, mem, len, kind, info),
+            Err(e) => {
+                let id = world.next_window_id();
+                if let Err(e2) = uniform::agree(world, id, None, false) {
+                    tracing::warn!("window {id}: telling the other ranks failed: {e2}");
+                }
+                Err(e)
+            }
+        }
+    }
+}
