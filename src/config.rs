@@ -16,6 +16,14 @@
 //! | `ONESIDED_SHM` | 1 | 0 turns the intra-node direct path off: `allocate` memory is not node-shared and the provider carries every operation, also between ranks of one node |
 //! | `ONESIDED_SHM_CACHE` | 64 | node-local peer window segments mapped at once (a bounded LRU) |
 //! | `ONESIDED_NODE_MAPPING` | from the launcher | overrides which ranks share a node, in `PMI_process_mapping` format (`(vector,(node,nodes,ranks_per_node),...)`); for testing mixed placements on one machine |
+//! | `ONESIDED_AGGREGATE` | `auto` | aggregation of small puts and software-path accumulates into BATCH messages (`docs/op-table.md`): `auto` (on for the tcp and sockets providers, off for shm and verbs), `on`, `off` |
+//! | `ONESIDED_AGGREGATE_MAX` | 256 | largest put or accumulate (bytes) that is queued; larger ones go out at once |
+//! | `ONESIDED_BATCH_BYTES` | 4072 | payload limit of one BATCH message (64 to 4072) |
+//! | `ONESIDED_OP_SLOTS` | 16 | slots of a window's operation table (lists of target elements, by rank) |
+//! | `ONESIDED_OP_ELEMENTS` | 4096 | operation elements in the process-global pool |
+//! | `ONESIDED_WIN_OP_ELEMENTS` | 256 | operation elements in each window's local pool |
+//! | `ONESIDED_TARGET_ELEMENTS` | 64 | target elements (one batch buffer each) in the process-global pool |
+//! | `ONESIDED_WIN_TARGET_ELEMENTS` | 4 | target elements in each window's local pool |
 //! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
 
 use std::time::Duration;
@@ -53,6 +61,70 @@ pub enum LockMode {
     Software,
 }
 
+/// `ONESIDED_AGGREGATE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggregateMode {
+    /// On for the providers where it was measured to pay (tcp, sockets).
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
+/// Settings of the operation table and its pools (`src/ops/`).
+#[derive(Debug, Clone, Copy)]
+pub struct OpConfig {
+    /// Aggregation policy.
+    pub mode: AggregateMode,
+    /// Largest operation queued, in bytes.
+    pub max_op: usize,
+    /// Payload limit of one batch.
+    pub batch_bytes: usize,
+    /// Slots of a window's table.
+    pub slots: usize,
+    /// Global pool of operation elements.
+    pub op_elements: usize,
+    /// Per-window pool of operation elements.
+    pub win_op_elements: usize,
+    /// Global pool of target elements.
+    pub target_elements: usize,
+    /// Per-window pool of target elements.
+    pub win_target_elements: usize,
+}
+
+impl OpConfig {
+    fn from_env() -> Result<OpConfig> {
+        use crate::transport::am::MAX_PAYLOAD;
+        let mode = match var("ONESIDED_AGGREGATE").as_deref().map(str::trim) {
+            None | Some("auto") => AggregateMode::Auto,
+            Some("on" | "1") => AggregateMode::On,
+            Some("off" | "0") => AggregateMode::Off,
+            Some(v) => {
+                return Err(Error::Config {
+                    var: "ONESIDED_AGGREGATE",
+                    value: v.to_string(),
+                    message: "expected `auto`, `on` or `off`".into(),
+                })
+            }
+        };
+        let batch_bytes = number("ONESIDED_BATCH_BYTES", MAX_PAYLOAD, 64, MAX_PAYLOAD)?;
+        // One operation (a 24-byte entry after the 16-byte batch header)
+        // must fit an empty batch.
+        let room = batch_bytes - 40;
+        Ok(OpConfig {
+            mode,
+            max_op: number("ONESIDED_AGGREGATE_MAX", 256, 1, MAX_PAYLOAD)?.min(room),
+            batch_bytes,
+            slots: number("ONESIDED_OP_SLOTS", 16, 1, 1 << 16)?,
+            op_elements: number("ONESIDED_OP_ELEMENTS", 4096, 0, 1 << 24)?,
+            win_op_elements: number("ONESIDED_WIN_OP_ELEMENTS", 256, 1, 1 << 24)?,
+            target_elements: number("ONESIDED_TARGET_ELEMENTS", 64, 0, 1 << 20)?,
+            win_target_elements: number("ONESIDED_WIN_TARGET_ELEMENTS", 4, 1, 1 << 20)?,
+        })
+    }
+}
+
 /// Settings read once at `World::init`.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -86,6 +158,8 @@ pub struct Config {
     pub shm_cache: usize,
     /// Node placement given by `ONESIDED_NODE_MAPPING`, if any.
     pub node_mapping: Option<String>,
+    /// Operation table, pools and aggregation.
+    pub ops: OpConfig,
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -179,6 +253,7 @@ impl Config {
             shm: switch("ONESIDED_SHM", true)?,
             shm_cache: number("ONESIDED_SHM_CACHE", 64, 1, 1 << 20)?,
             node_mapping: var("ONESIDED_NODE_MAPPING"),
+            ops: OpConfig::from_env()?,
         })
     }
 }

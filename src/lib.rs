@@ -13,6 +13,7 @@ pub use error::{Error, Result};
 pub mod api;
 pub mod config;
 pub mod epoch;
+pub mod ops;
 pub mod progress;
 pub mod transport;
 pub mod window;

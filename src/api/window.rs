@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 mod access;
 mod accumulate;
+mod aggregate;
 mod create;
 mod direct;
 mod dynamic;
@@ -101,6 +102,8 @@ pub struct Window<'a, T: Element> {
     // Which accumulate operations take the software path, and the hints.
     paths: info::Paths,
     info: WindowInfo,
+    // Small puts and accumulates queued per target (`aggregate.rs`).
+    agg: Option<aggregate::Aggregation>,
     freed: bool,
     // Attached regions (dynamic windows): deregistered with the window.
     dynamic: Option<dynamic::Dynamic>,
@@ -192,6 +195,7 @@ impl<'a, T: Element> Window<'a, T> {
             desc,
             exposure,
             soft_lock,
+            agg,
             ..
         } = match local {
             Ok(l) => l,
@@ -221,6 +225,7 @@ impl<'a, T: Element> Window<'a, T> {
             valid_ops: ValidOps::default(),
             paths,
             info: *info,
+            agg,
             freed: false,
             dynamic: None,
             soft_lock,

@@ -43,6 +43,8 @@ pub struct WorldStats {
     /// The software lock path, as a target (requests granted, queued,
     /// operations applied from lock-op-unlock messages).
     pub locks: crate::window::lock_wire::LockStats,
+    /// Aggregation: batches, queued operations, pool cleanups (`ops`).
+    pub ops: crate::ops::OpStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -62,6 +64,8 @@ pub struct World {
     /// Windows on the software lock path (the lock handler's registry).
     pub(crate) lock_table: Arc<crate::window::lock_queue::LockTable>,
     pub(crate) lock_handler: Arc<crate::window::lock_wire::LockHandler>,
+    /// Global pools and counters of the operation tables (`ops`).
+    pub(crate) ops: Arc<crate::ops::Shared>,
     pub(crate) boot: Arc<dyn Bootstrap>,
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
@@ -114,6 +118,14 @@ impl World {
             lock_table.clone(),
         ));
         am.register(am::kind::LOCK, lock_handler.clone())?;
+        let ops = Arc::new(crate::ops::Shared::new(config.ops));
+        am.register(
+            am::kind::BATCH,
+            Arc::new(crate::ops::BatchHandler {
+                table: exposed.clone(),
+                shared: ops.clone(),
+            }),
+        )?;
 
         let ctrl = super::node::control_region(&config, boot.rank())?;
         ctrl.store_u64(0, MAGIC)?;
@@ -160,6 +172,7 @@ impl World {
             posts,
             lock_table,
             lock_handler,
+            ops,
             boot,
             peers,
             rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),
@@ -227,6 +240,7 @@ impl World {
             barriers: self.barrier_epoch.lock().map(|e| *e).unwrap_or(0),
             shm: self.mappings.stats(),
             locks: self.lock_handler.stats(),
+            ops: self.ops.stats(),
         }
     }
 

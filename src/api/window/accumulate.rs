@@ -26,6 +26,8 @@ pub(super) struct Route {
     off: usize,
     d: Descriptor,
     software: bool,
+    // Goes into the window's operation table (`aggregate.rs`).
+    queued: bool,
 }
 
 impl<T: Element> Window<'_, T> {
@@ -65,6 +67,7 @@ impl<T: Element> Window<'_, T> {
         let cpu = self.cpu_atomics();
         let software = !cpu && self.paths.software(fi_op);
         let (off, d) = self.access(call, rank, disp, n)?;
+        let queued = self.aggregates_accumulate(call, software, rank, n)?;
         if !software && !cpu {
             let t = self.world.transport();
             let valid = || t.atomic_valid(fi_op, T::DATATYPE, kind).is_some();
@@ -88,11 +91,16 @@ impl<T: Element> Window<'_, T> {
         // `atomic_order`.
         let wanted = self.info.fi_order();
         let promised = if software { 0 } else { self.props.atomic_order };
-        if promised & wanted != wanted && self.outstanding.pending() > 0 {
+        if promised & wanted != wanted && self.outstanding.pending() > 0 && !queued {
             // Earlier operations in flight could be overtaken.
             self.complete_local()?;
         }
-        Ok(Route { off, d, software })
+        Ok(Route {
+            off,
+            d,
+            software,
+            queued,
+        })
     }
 
     fn mark_atomic_dirty(&self, rank: usize) {
@@ -156,8 +164,15 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         let n = data.len();
-        let Route { off, d, software } =
-            self.atomic_access("accumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
+        let Route {
+            off,
+            d,
+            software,
+            queued,
+        } = self.atomic_access("accumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
+        if queued {
+            return self.queue_accumulate(rank, off, op.fi_op(), bytemuck::cast_slice(data));
+        }
         if n == 0 {
             return Ok(());
         }
@@ -201,7 +216,9 @@ impl<T: Element> Window<'_, T> {
         let op = op.any();
         let n = result.len();
         let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
-        let Route { off, d, software } = self.atomic_access(
+        let Route {
+            off, d, software, ..
+        } = self.atomic_access(
             "get_accumulate",
             Some(op),
             AtomicKind::Fetch,
@@ -264,8 +281,9 @@ impl<T: Element> Window<'_, T> {
     ) -> Result<T> {
         let op = op.any();
         let mut old = [T::zeroed()];
-        let Route { off, d, software } =
-            self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
+        let Route {
+            off, d, software, ..
+        } = self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
         if self.cpu_atomics() {
             let (what, src) = (Self::atomic_op(op, 1), bytemuck::bytes_of(&value));
             let fetched = Some(bytemuck::cast_slice_mut(&mut old));
@@ -291,7 +309,9 @@ impl<T: Element> Window<'_, T> {
     /// `compare`; returns the previous value either way.
     pub fn compare_and_swap(&self, rank: usize, disp: usize, compare: T, swap: T) -> Result<T> {
         let mut old = [T::zeroed()];
-        let Route { off, d, software } = self.atomic_access(
+        let Route {
+            off, d, software, ..
+        } = self.atomic_access(
             "compare_and_swap",
             None,
             AtomicKind::Compare,
@@ -341,8 +361,9 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         let n = data.as_mut().len();
-        let Route { off, d, software } =
-            self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
+        let Route {
+            off, d, software, ..
+        } = self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
         let what = format!(
             "raccumulate ({op}) of {n} {} to rank {rank} (window {})",
             T::NAME,
@@ -390,7 +411,9 @@ impl<T: Element> Window<'_, T> {
         let op = op.any();
         let n = result.as_mut().len();
         let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
-        let Route { off, d, software } = self.atomic_access(
+        let Route {
+            off, d, software, ..
+        } = self.atomic_access(
             "rget_accumulate",
             Some(op),
             AtomicKind::Fetch,

@@ -1,7 +1,7 @@
 //! This rank's part of window creation (`Window::build` runs it, then the
 //! creation's allreduce, `window::uniform`).
 
-use super::{direct, info, lock, soft_lock, Window, WindowInfo};
+use super::{aggregate, direct, info, lock, soft_lock, Window, WindowInfo};
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
@@ -26,6 +26,8 @@ pub(super) struct Prepared<T: Element> {
     pub keyed: bool,
     /// The target-side lock queue, when locks take the software path.
     pub soft_lock: Option<soft_lock::SoftLock<T>>,
+    /// Small puts and accumulates queued per target (none for dynamic windows).
+    pub agg: Option<aggregate::Aggregation>,
 }
 
 impl<'a, T: Element> Window<'a, T> {
@@ -89,10 +91,19 @@ impl<'a, T: Element> Window<'a, T> {
         } else {
             None
         };
-        // Open for software accumulates before peers can see the window.
-        let exposure = match paths.software {
-            0 => None,
-            mask => Some(world.exposed.expose(id, mem, T::DATATYPE, mask)?),
+        // Open for software accumulates and batched puts before peers can
+        // see the window (dynamic windows: neither).
+        let dynamic = kind & FLAG_DYNAMIC != 0;
+        let exposure = match (paths.software, dynamic) {
+            (0, true) => None,
+            (mask, _) => {
+                let puts = if dynamic { 0 } else { crate::ops::PUT_POLICY };
+                Some(world.exposed.expose(id, mem, T::DATATYPE, mask | puts)?)
+            }
+        };
+        let agg = match dynamic {
+            true => None,
+            false => aggregate::Aggregation::new(id, &world.ops, world.provider()),
         };
         Ok(Prepared {
             paths,
@@ -102,6 +113,7 @@ impl<'a, T: Element> Window<'a, T> {
             exposure,
             keyed,
             soft_lock,
+            agg,
         })
     }
 

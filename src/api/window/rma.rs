@@ -31,6 +31,9 @@ impl<T: Element> Window<'_, T> {
         if let Some(m) = self.direct(rank, &d)? {
             return m.write(off, bytes);
         }
+        if self.queue_put(rank, off, bytes)? {
+            return Ok(());
+        }
         let posted = self
             .world
             .transport()
@@ -51,6 +54,7 @@ impl<T: Element> Window<'_, T> {
         if let Some(m) = self.direct(rank, &d)? {
             return m.read(off, bytes);
         }
+        self.batches_before(rank, true)?;
         self.world
             .transport()
             .get(rank, bytes, Self::remote(&d, off))
@@ -112,6 +116,7 @@ impl<T: Element> Window<'_, T> {
                 what,
             ));
         }
+        self.batches_before(rank, true)?;
         let f = InFlight::new(buf, Some(self.outstanding.clone()));
         self.world
             .transport()

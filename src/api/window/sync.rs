@@ -14,6 +14,7 @@ use crate::window::dirty::for_each_rank;
 impl<T: Element> Window<'_, T> {
     /// Completes request-based operations locally.
     pub(super) fn complete_local(&self) -> Result<()> {
+        self.complete_batches()?;
         // Direct (load/store) operations to node-local peers are complete
         // when issued; this fence orders them before the synchronization
         // that follows (see `direct.rs`).

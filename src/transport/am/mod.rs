@@ -51,6 +51,8 @@ pub mod kind {
     pub const PSCW: u8 = 2;
     /// Software locks and lock-op-unlock (`window::lock_wire`).
     pub const LOCK: u8 = 3;
+    /// Batches of small puts and accumulates (`ops::BatchHandler`).
+    pub const BATCH: u8 = 4;
     /// First kind free for tests and experiments.
     pub const USER: u8 = 128;
 }

@@ -1,0 +1,230 @@
+//! The window side of aggregation (`src/ops/`, `docs/op-table.md`): small
+//! puts and small software-path accumulates are queued per target in the
+//! window's operation table and shipped as BATCH requests, which the
+//! target applies in order and acknowledges.
+//!
+//! When batches ship: when one is full; when both pools are empty (the
+//! cleanup, `OpTable::queue`); before an operation to the same target that
+//! does not go through the table (a get, a fetching or large accumulate);
+//! and at every completion point (`complete_local`: flush family, unlock,
+//! unlock_all, fence, complete, free), which then waits for every ack.
+//!
+//! Ordering: a batch is applied in order by one handler run, but two
+//! batches may run at once at the target (two threads drain its CQ). So
+//! with an `accumulate_ordering` other than `none`, a batch holding
+//! accumulates (and any accumulate-family call that bypasses the table) is
+//! sent only after the window's earlier batches were acknowledged, and a
+//! get to a target waits for its queued operations to be applied.
+
+use std::sync::{Arc, Mutex};
+
+use super::Window;
+use crate::api::element::Element;
+use crate::error::{Error, Result};
+use crate::ops::{self, Entry, OpTable, Queued, TargetElem};
+use crate::transport::am::kind;
+use crate::transport::inflight::Sink;
+use crate::transport::Completion;
+
+/// A window's operation table and the acknowledgements of its batches.
+pub(super) struct Aggregation {
+    table: Mutex<OpTable>,
+    acks: Arc<Completion>,
+    max_op: usize,
+}
+
+impl Aggregation {
+    /// The table of window `id`, if aggregation is on for `provider`.
+    pub(super) fn new(id: u64, shared: &Arc<ops::Shared>, provider: &str) -> Option<Self> {
+        let c = shared.config;
+        ops::enabled(c.mode, provider).then(|| Aggregation {
+            table: Mutex::new(OpTable::new(id, shared.clone())),
+            acks: Arc::new(Completion::new()),
+            max_op: c.max_op,
+        })
+    }
+}
+
+impl<T: Element> Window<'_, T> {
+    fn ops_table(&self) -> Result<std::sync::MutexGuard<'_, OpTable>> {
+        let a = self.agg.as_ref().ok_or_else(|| {
+            Error::InvalidArgument(format!("window {}: no operation table", self.id))
+        })?;
+        a.table.lock().map_err(|_| {
+            Error::InvalidArgument(format!("window {}: operation table poisoned", self.id))
+        })
+    }
+
+    /// Whether an operation of `len` bytes to `rank` is queued.
+    fn aggregates(&self, rank: usize, len: usize) -> bool {
+        self.agg
+            .as_ref()
+            .is_some_and(|a| len <= a.max_op && len > 0 && rank != self.me)
+    }
+
+    /// Queues a put of `data` at byte `off` of `rank`'s window if it is
+    /// small enough; `Ok(false)` leaves it to the caller.
+    pub(super) fn queue_put(&self, rank: usize, off: usize, data: &[u8]) -> Result<bool> {
+        if !self.aggregates(rank, data.len()) {
+            return Ok(false);
+        }
+        self.queue(
+            rank,
+            &Entry {
+                class: ops::PUT,
+                op: 0,
+                datatype: 0,
+                offset: off as u64,
+                data,
+            },
+        )?;
+        Ok(true)
+    }
+
+    /// Whether accumulate-family call `call` of `n` elements to `rank` on
+    /// the software path (`software`) will be queued. If not, and it is a
+    /// software call, operations queued for `rank` are shipped first, and
+    /// acknowledged first when the window orders accumulates: the call must
+    /// not overtake them.
+    pub(super) fn aggregates_accumulate(
+        &self,
+        call: &str,
+        software: bool,
+        rank: usize,
+        n: usize,
+    ) -> Result<bool> {
+        let queued =
+            call == "accumulate" && software && self.aggregates(rank, n * std::mem::size_of::<T>());
+        // Only software-path accumulates are queued, so only a software
+        // call can conflict with queued ones (a put and an accumulate to one
+        // location in one epoch is undefined in MPI anyway).
+        if !queued && software {
+            self.batches_before(rank, self.info.fi_order() != 0)?;
+        }
+        Ok(queued)
+    }
+
+    /// Queues an accumulate (`aggregates_accumulate` said yes).
+    pub(super) fn queue_accumulate(
+        &self,
+        rank: usize,
+        off: usize,
+        fi_op: u32,
+        data: &[u8],
+    ) -> Result<()> {
+        let e = Entry {
+            class: ops::ACCUMULATE,
+            op: fi_op,
+            datatype: T::DATATYPE,
+            offset: off as u64,
+            data,
+        };
+        self.queue(rank, &e)
+    }
+
+    fn queue(&self, rank: usize, e: &Entry<'_>) -> Result<()> {
+        let shared = &self.world.ops;
+        loop {
+            let q = self.ops_table()?.queue(rank, e);
+            match q {
+                Queued::Done => {
+                    shared.count_queued();
+                    return Ok(());
+                }
+                Queued::Ship(t) => self.ship(t)?,
+                // Another thread of this window is shipping the elements.
+                Queued::Retry => {
+                    self.world.transport().progress()?;
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// Sends `t`'s batch as one request whose reply counts on the window's
+    /// acknowledgements, then returns its elements to the pools.
+    fn ship(&self, t: TargetElem) -> Result<()> {
+        let sent = self.send_batch(&t);
+        self.ops_table()?.recycle(t);
+        sent
+    }
+
+    fn send_batch(&self, t: &TargetElem) -> Result<()> {
+        let Some(a) = self.agg.as_ref() else {
+            return Ok(());
+        };
+        let has_acc = t.ops.iter().any(|o| o.class == ops::ACCUMULATE);
+        if has_acc && self.info.fi_order() != 0 {
+            self.wait_acks(a)?;
+        }
+        let (id, me, rank) = (self.id, self.me, t.rank);
+        let sink = Sink::counter(a.acks.clone());
+        let s = sink.clone();
+        sink.add();
+        let sent = self.world.am.request(
+            self.world.transport(),
+            rank,
+            kind::BATCH,
+            &t.batch,
+            Box::new(move |reply| match reply {
+                Ok([]) => s.deliver(0, &[]),
+                Ok(b) => s.fail(format!(
+                    "window {id}: rank {rank} answered a batch with {} bytes",
+                    b.len()
+                )),
+                Err(why) => s.fail(format!("window {id}: batch from rank {me} refused: {why}")),
+            }),
+        );
+        match sent {
+            Ok(()) => {
+                self.world.ops.count_sent();
+                Ok(())
+            }
+            Err(e) => {
+                sink.fail(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn wait_acks(&self, a: &Aggregation) -> Result<()> {
+        let id = self.id;
+        self.world.transport().wait(&a.acks, &|| {
+            format!("acknowledgements of batches of window {id}")
+        })
+    }
+
+    /// Before an operation to `rank` outside the table: ships `rank`'s
+    /// batch; with `settle`, waits until every batch was acknowledged.
+    pub(super) fn batches_before(&self, rank: usize, settle: bool) -> Result<()> {
+        let Some(a) = self.agg.as_ref() else {
+            return Ok(());
+        };
+        let t = self.ops_table()?.take(rank);
+        if let Some(t) = t {
+            self.ship(t)?;
+        }
+        if settle && a.acks.pending() > 0 {
+            self.wait_acks(a)?;
+        }
+        Ok(())
+    }
+
+    /// Ships every queued batch, round-robin over targets, and waits for
+    /// their acknowledgements (the completion points call this first).
+    pub(super) fn complete_batches(&self) -> Result<()> {
+        let Some(a) = self.agg.as_ref() else {
+            return Ok(());
+        };
+        let mut first = None;
+        loop {
+            let t = self.ops_table()?.next_target();
+            let Some(t) = t else { break };
+            if let Err(e) = self.ship(t) {
+                first.get_or_insert(e);
+            }
+        }
+        let waited = self.wait_acks(a);
+        first.map_or(waited, Err)
+    }
+}

@@ -1,0 +1,239 @@
+//! The BATCH active message (kind 4): small puts and accumulates to one
+//! window of one target, applied in order by the target's handler.
+//!
+//! Payload (after the active-message header), little-endian:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0–7 | window id |
+//! | 8–11 | number of entries (≥ 1) |
+//! | 12–15 | reserved, zero |
+//! | 16– | entries |
+//!
+//! Entry (24 bytes, then the data padded with zeros to a multiple of 8):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0 | class: 1 put, 2 accumulate |
+//! | 1–3 | reserved, zero |
+//! | 4–7 | `fi_op` (accumulate; 0 for a put) |
+//! | 8–11 | `fi_datatype` (accumulate; 0 for a put) |
+//! | 12–15 | data bytes |
+//! | 16–23 | byte offset in the target window |
+//!
+//! [`decode`] checks the whole message (sizes, classes, reserved and
+//! padding bytes, known op and type, data a whole number of elements)
+//! before the handler touches memory; the handler then checks each entry
+//! against the window (`handler.rs`).
+
+use crate::transport::cpu_atomic::element_size;
+use crate::window::am_accumulate::op_bit;
+
+/// Bytes of the batch header.
+pub const HEADER_BYTES: usize = 16;
+/// Bytes of an entry before its data.
+pub const ENTRY_BYTES: usize = 24;
+
+/// Entry class of a put.
+pub const PUT: u8 = 1;
+/// Entry class of an accumulate.
+pub const ACCUMULATE: u8 = 2;
+
+/// Encoded size of an entry carrying `len` data bytes.
+pub fn entry_size(len: usize) -> usize {
+    ENTRY_BYTES + len.div_ceil(8) * 8
+}
+
+/// One operation of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// [`PUT`] or [`ACCUMULATE`].
+    pub class: u8,
+    /// `fi_op` of an accumulate.
+    pub op: u32,
+    /// `fi_datatype` of an accumulate.
+    pub datatype: u32,
+    /// Byte offset in the target window.
+    pub offset: u64,
+    /// The put's bytes or the accumulate's operands.
+    pub data: &'a [u8],
+}
+
+/// Starts a batch for window `id` in `buf` (cleared first).
+pub fn begin(buf: &mut Vec<u8>, id: u64) {
+    buf.clear();
+    buf.extend_from_slice(&id.to_le_bytes());
+    buf.extend_from_slice(&[0u8; 8]);
+}
+
+/// Appends `e` to the batch in `buf` and counts it in the header.
+pub fn push(buf: &mut Vec<u8>, e: &Entry<'_>) {
+    buf.push(e.class);
+    buf.extend_from_slice(&[0u8; 3]);
+    buf.extend_from_slice(&e.op.to_le_bytes());
+    buf.extend_from_slice(&e.datatype.to_le_bytes());
+    buf.extend_from_slice(&(e.data.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&e.offset.to_le_bytes());
+    buf.extend_from_slice(e.data);
+    buf.resize(buf.len() + (8 - e.data.len() % 8) % 8, 0);
+    if buf.len() >= HEADER_BYTES {
+        let n = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) + 1;
+        buf[8..12].copy_from_slice(&n.to_le_bytes());
+    }
+}
+
+fn u32_at(p: &[u8], i: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(p.get(i..i + 4)?.try_into().ok()?))
+}
+
+fn u64_at(p: &[u8], i: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(p.get(i..i + 8)?.try_into().ok()?))
+}
+
+/// Decodes and checks a whole batch: the window id and its entries.
+pub fn decode(p: &[u8]) -> Result<(u64, Vec<Entry<'_>>), String> {
+    let short = || format!("batch of {} bytes is truncated", p.len());
+    let id = u64_at(p, 0).ok_or_else(short)?;
+    let n = u32_at(p, 8).ok_or_else(short)? as usize;
+    if u32_at(p, 12) != Some(0) {
+        return Err("batch header: reserved bytes are not zero".into());
+    }
+    // Every entry takes at least ENTRY_BYTES: bounds `n` before allocating.
+    if n == 0 || n > (p.len() - HEADER_BYTES) / ENTRY_BYTES {
+        return Err(format!("batch of {} bytes claims {n} entries", p.len()));
+    }
+    let mut entries = Vec::with_capacity(n);
+    let mut at = HEADER_BYTES;
+    for k in 0..n {
+        let head = p
+            .get(at..at + ENTRY_BYTES)
+            .ok_or_else(|| format!("entry {k} is truncated"))?;
+        let (class, op, datatype) = (head[0], u32_at(head, 4), u32_at(head, 8));
+        let (len, offset) = (u32_at(head, 12), u64_at(head, 16));
+        let (op, datatype, len, offset) = match (op, datatype, len, offset) {
+            (Some(a), Some(b), Some(c), Some(d)) => (a, b, c as usize, d),
+            _ => return Err(format!("entry {k} is truncated")),
+        };
+        if head[1..4] != [0, 0, 0] {
+            return Err(format!("entry {k}: reserved bytes are not zero"));
+        }
+        match class {
+            PUT if op == 0 && datatype == 0 && len > 0 => {}
+            PUT => {
+                return Err(format!(
+                    "entry {k}: put with op {op}, type {datatype}, {len} bytes"
+                ))
+            }
+            ACCUMULATE => {
+                let size = element_size(datatype)
+                    .ok_or_else(|| format!("entry {k}: unknown fi_datatype {datatype}"))?;
+                if op_bit(op).is_none() || op == libfabric_sys::FI_CSWAP {
+                    return Err(format!("entry {k}: fi_op {op} is no update"));
+                }
+                if op == libfabric_sys::FI_ATOMIC_READ {
+                    return Err(format!("entry {k}: NO_OP is no update"));
+                }
+                if len == 0 || len % size != 0 {
+                    return Err(format!(
+                        "entry {k}: {len} bytes are no whole number of {size}-byte elements"
+                    ));
+                }
+            }
+            c => return Err(format!("entry {k}: unknown class {c}")),
+        }
+        let end = at + entry_size(len);
+        let body = p
+            .get(at + ENTRY_BYTES..end)
+            .ok_or_else(|| format!("entry {k}: {len} data bytes run past the batch"))?;
+        let (data, pad) = body.split_at(len);
+        if pad.iter().any(|b| *b != 0) {
+            return Err(format!("entry {k}: padding bytes are not zero"));
+        }
+        entries.push(Entry {
+            class,
+            op,
+            datatype,
+            offset,
+            data,
+        });
+        at = end;
+    }
+    if at != p.len() {
+        return Err(format!(
+            "batch of {} bytes has {} bytes after its {n} entries",
+            p.len(),
+            p.len() - at
+        ));
+    }
+    Ok((id, entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Vec<u8> {
+        let mut b = Vec::new();
+        begin(&mut b, 7);
+        push(
+            &mut b,
+            &Entry {
+                class: PUT,
+                op: 0,
+                datatype: 0,
+                offset: 3,
+                data: &[1, 2, 3],
+            },
+        );
+        let data = 5i64.to_le_bytes();
+        let sum = libfabric_sys::FI_SUM;
+        let ty = libfabric_sys::FI_INT64;
+        push(
+            &mut b,
+            &Entry {
+                class: ACCUMULATE,
+                op: sum,
+                datatype: ty,
+                offset: 8,
+                data: &data,
+            },
+        );
+        b
+    }
+
+    #[test]
+    fn round_trip() {
+        let b = sample();
+        assert_eq!(b.len(), HEADER_BYTES + entry_size(3) + entry_size(8));
+        let (id, e) = decode(&b).unwrap();
+        assert_eq!(
+            (id, e.len(), e[0].data, e[1].offset),
+            (7, 2, &[1u8, 2, 3][..], 8)
+        );
+    }
+
+    #[test]
+    fn every_flipped_byte_is_caught_or_harmless() {
+        let b = sample();
+        for i in 0..b.len() {
+            let mut m = b.clone();
+            m[i] ^= 0x80;
+            // Offsets, window id and data may legitimately change; the rest
+            // must be refused.
+            let free = (0..8).contains(&i)
+                || (HEADER_BYTES + 16..HEADER_BYTES + 24).contains(&i)
+                || (HEADER_BYTES + 24..HEADER_BYTES + 27).contains(&i)
+                || (HEADER_BYTES + 32 + 16..HEADER_BYTES + 32 + 32).contains(&i)
+                || i >= HEADER_BYTES + 64;
+            assert_eq!(decode(&m).is_ok(), free, "byte {i}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = decode(&bytes);
+        }
+    }
+}

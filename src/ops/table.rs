@@ -1,0 +1,196 @@
+//! The operation table of one window: `slots` lists of *target elements*
+//! (one per target with queued operations), each holding its *operation
+//! elements* and the batch they encode.
+//!
+//! Invariants:
+//! * A target appears in at most one target element, in slot
+//!   `rank % slots`; a target element holds at least one operation element
+//!   while it is in the table.
+//! * A target element's `batch` is a valid BATCH payload (`batch.rs`)
+//!   whose entries are exactly its operation elements, in issue order, and
+//!   it never exceeds the table's batch limit.
+//! * Every element in the table, or taken out of it to be shipped, was
+//!   taken from the window's pools and goes back to them exactly once
+//!   ([`OpTable::recycle`], or `Drop` for what is left).
+//! * [`OpTable::queue`] never blocks and never fails for lack of elements:
+//!   when a batch is full or both pools are empty it hands back a target
+//!   element to ship (the cleanup); the caller ships it, recycles it, and
+//!   asks again. A victim exists whenever the window's own pools are used
+//!   up, since their elements can only be in this table (or on their way
+//!   back from a ship in progress on another thread).
+
+use std::sync::Arc;
+
+use super::batch::{self, Entry};
+use super::pool::{Home, Local};
+use super::Shared;
+
+/// One queued operation (its bytes live in the target element's batch).
+#[derive(Debug)]
+pub struct OpElem {
+    home: Home,
+    /// [`batch::PUT`] or [`batch::ACCUMULATE`].
+    pub class: u8,
+    /// Bytes of data.
+    pub len: usize,
+}
+
+/// The queued operations to one target.
+#[derive(Debug)]
+pub struct TargetElem {
+    home: Home,
+    /// The target rank.
+    pub rank: usize,
+    /// Queued operations, in issue order.
+    pub ops: Vec<OpElem>,
+    /// The encoded BATCH payload.
+    pub batch: Vec<u8>,
+}
+
+/// What [`OpTable::queue`] did.
+#[derive(Debug)]
+pub enum Queued {
+    /// The operation is in the table.
+    Done,
+    /// Ship this target element first (its batch is full, or the pools are
+    /// empty), recycle it, then queue again.
+    Ship(TargetElem),
+    /// Nothing in this table can be shipped to free an element (another
+    /// thread is shipping them): drive progress and queue again.
+    Retry,
+}
+
+/// The operation table of one window.
+pub struct OpTable {
+    window: u64,
+    shared: Arc<Shared>,
+    slots: Vec<Vec<TargetElem>>,
+    targets: Local<TargetElem>,
+    ops: Local<OpElem>,
+    // Round-robin position for issuing and choosing cleanup victims.
+    cursor: usize,
+}
+
+impl OpTable {
+    /// An empty table for window `id` with the configured sizes.
+    pub fn new(window: u64, shared: Arc<Shared>) -> OpTable {
+        let c = &shared.config;
+        OpTable {
+            window,
+            slots: (0..c.slots).map(|_| Vec::new()).collect(),
+            targets: Local::new(c.win_target_elements),
+            ops: Local::new(c.win_op_elements),
+            cursor: 0,
+            shared,
+        }
+    }
+
+    fn slot(&self, rank: usize) -> usize {
+        rank % self.slots.len()
+    }
+
+    /// Takes `rank`'s target element out of the table, if any.
+    pub fn take(&mut self, rank: usize) -> Option<TargetElem> {
+        let s = self.slot(rank);
+        let i = self.slots[s].iter().position(|t| t.rank == rank)?;
+        Some(self.slots[s].swap_remove(i))
+    }
+
+    /// Takes the next target element in round-robin order, if any.
+    pub fn next_target(&mut self) -> Option<TargetElem> {
+        let n = self.slots.len();
+        for k in 0..n {
+            let s = (self.cursor + k) % n;
+            if let Some(t) = self.slots[s].pop() {
+                self.cursor = (s + 1) % n;
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Queues `e` to `rank` (its encoded size must fit an empty batch).
+    pub fn queue(&mut self, rank: usize, e: &Entry<'_>) -> Queued {
+        let need = batch::entry_size(e.data.len());
+        let limit = self.shared.config.batch_bytes;
+        let s = self.slot(rank);
+        let pos = self.slots[s].iter().position(|t| t.rank == rank);
+        if let Some(i) = pos {
+            if self.slots[s][i].batch.len() + need > limit {
+                return Queued::Ship(self.slots[s].swap_remove(i));
+            }
+        }
+        let global = &self.shared.op_elements;
+        let Some(op) = self.ops.take(global, |home| OpElem {
+            home,
+            class: 0,
+            len: 0,
+        }) else {
+            return self.cleanup(rank);
+        };
+        let i = match pos {
+            Some(i) => i,
+            None => {
+                let (window, cap) = (self.window, limit);
+                let made = self.targets.take(&self.shared.target_elements, |home| {
+                    let mut batch = Vec::with_capacity(cap);
+                    batch::begin(&mut batch, window);
+                    TargetElem {
+                        home,
+                        rank,
+                        ops: Vec::new(),
+                        batch,
+                    }
+                });
+                let Some(mut t) = made else {
+                    let home = op.home;
+                    self.ops.give(global, op, home);
+                    return self.cleanup(rank);
+                };
+                t.rank = rank;
+                batch::begin(&mut t.batch, self.window);
+                self.slots[s].push(t);
+                self.slots[s].len() - 1
+            }
+        };
+        let t = &mut self.slots[s][i];
+        batch::push(&mut t.batch, e);
+        t.ops.push(OpElem {
+            class: e.class,
+            len: e.data.len(),
+            ..op
+        });
+        Queued::Done
+    }
+
+    /// Both pools are empty: ship `rank`'s own batch if it has one, else the
+    /// next target's in round-robin order.
+    fn cleanup(&mut self, rank: usize) -> Queued {
+        self.shared.stats.count_cleanup();
+        match self.take(rank).or_else(|| self.next_target()) {
+            Some(t) => Queued::Ship(t),
+            None => Queued::Retry,
+        }
+    }
+
+    /// Returns a shipped target element and its operation elements to
+    /// their pools.
+    pub fn recycle(&mut self, mut t: TargetElem) {
+        let global = &self.shared.op_elements;
+        for op in t.ops.drain(..) {
+            let home = op.home;
+            self.ops.give(global, op, home);
+        }
+        let home = t.home;
+        self.targets.give(&self.shared.target_elements, t, home);
+    }
+}
+
+impl Drop for OpTable {
+    fn drop(&mut self) {
+        // Global elements go home; local ones are freed with the table.
+        while let Some(t) = self.next_target() {
+            self.recycle(t);
+        }
+    }
+}

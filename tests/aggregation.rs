@@ -1,0 +1,382 @@
+//! Multi-process tests of aggregation (`src/ops/`, `docs/op-table.md`):
+//! small puts and software-path accumulates queued per target in the
+//! window's operation table and shipped as BATCH messages. Every body forces
+//! `ONESIDED_AGGREGATE=on` (so shm is covered too, though `auto` leaves it
+//! off there) and runs on the provider path (`matrix_providers`: with the
+//! direct path, node-local operations never reach the table).
+
+#[macro_use]
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use onesided::transport::am::kind;
+use onesided::{Op, Window, World};
+
+const POOL_VARS: [&str; 4] = [
+    "ONESIDED_OP_ELEMENTS",
+    "ONESIDED_WIN_OP_ELEMENTS",
+    "ONESIDED_TARGET_ELEMENTS",
+    "ONESIDED_WIN_TARGET_ELEMENTS",
+];
+
+/// A world aggregating, with every pool of size `pool` (or the defaults)
+/// and accumulates on path `acc` (`software` or `hardware`).
+fn agg_world(pool: Option<&str>, acc: &str) -> World {
+    std::env::set_var("ONESIDED_AGGREGATE", "on");
+    std::env::set_var("ONESIDED_ACCUMULATE", acc);
+    if let Some(n) = pool {
+        for v in POOL_VARS {
+            std::env::set_var(v, n);
+        }
+    }
+    World::init().expect("init")
+}
+
+fn put_value(origin: usize, target: usize, i: usize) -> i64 {
+    (origin as i64 + 1) * 1_000_003 + target as i64 * 7919 + i as i64
+}
+
+const SHARED: usize = 61;
+
+/// Every rank issues `k` puts (each to its own location) and `k` SUM
+/// accumulates (onto a shared region) spread over all targets, itself
+/// included, with a flush_all every 250 operations; then checks every
+/// element of its window and the counters.
+fn many(pool: Option<&str>, acc: &str, k: usize) {
+    let world = agg_world(pool, acc);
+    let (me, p) = (world.rank(), world.size());
+    let software = acc == "software";
+    let mut win = Window::<i64>::allocate(&world, p * k + SHARED).expect("allocate");
+    win.lock_all().unwrap();
+    for i in 0..k {
+        let t = (me + i) % p;
+        win.put(t, me * k + i, &[put_value(me, t, i)]).unwrap();
+        let add = (i as i64 + 1) * (me as i64 + 1);
+        win.accumulate(t, p * k + i % SHARED, &[add], Op::Sum)
+            .unwrap();
+        if i % 250 == 249 {
+            win.flush_all().unwrap();
+        }
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    let got = win.local_to_vec().unwrap();
+    let mut want = vec![0i64; p * k + SHARED];
+    for o in 0..p {
+        for i in (0..k).filter(|i| (o + i) % p == me) {
+            want[o * k + i] = put_value(o, me, i);
+            want[p * k + i % SHARED] += (i as i64 + 1) * (o as i64 + 1);
+        }
+    }
+    for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "rank {me} element {e} (pool {pool:?}, {acc})");
+    }
+    // Counters: every remote put, and every remote accumulate on the
+    // software path, went through the table; this rank applied exactly the
+    // operations others sent to it (the world is fresh: counters start at 0,
+    // and peers may send before this rank could read them).
+    let s = world.stats().ops;
+    let per_kind = |origin: usize, target: usize| {
+        (0..k)
+            .filter(|i| (origin + i) % p == target && origin != target)
+            .count() as u64
+    };
+    let kinds = if software { 2 } else { 1 };
+    let sent: u64 = (0..p).map(|t| per_kind(me, t)).sum::<u64>() * kinds;
+    let received: u64 = (0..p).map(|o| per_kind(o, me)).sum::<u64>() * kinds;
+    assert_eq!(s.ops_aggregated, sent, "{s:?}");
+    assert_eq!(s.ops_applied, received, "{s:?}");
+    assert_eq!(s.batches_refused, 0);
+    assert!(s.batches_sent > 0, "{s:?}");
+    if pool == Some("1") {
+        // Two op elements (one local, one global): at most two per batch,
+        // and running out of them is what ships most batches.
+        assert!(s.batches_sent >= sent / 2, "{s:?}");
+        assert!(s.cleanups > 0, "{s:?}");
+    }
+    assert_eq!(s.global_op_elements_in_use, 0, "{s:?}");
+    assert_eq!(s.global_target_elements_in_use, 0, "{s:?}");
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(
+    aggregate_pools_of_1,
+    jobs = common::matrix_providers(&[2, 4]),
+    || many(Some("1"), "software", 1500)
+);
+spmd_test!(
+    aggregate_pools_of_2,
+    jobs = common::matrix_providers(&[3]),
+    || many(Some("2"), "software", 1500)
+);
+spmd_test!(
+    aggregate_default_pools,
+    jobs = common::matrix_providers(&[2, 4]),
+    || many(None, "software", 3000)
+);
+spmd_test!(
+    aggregate_puts_hardware_accumulates,
+    jobs = common::matrix_providers(&[2]),
+    || many(Some("1"), "hardware", 1500)
+);
+spmd_test!(
+    aggregate_pools_of_1_on_8_ranks,
+    jobs = common::matrix_one_provider(&[8]),
+    || many(Some("1"), "software", 400)
+);
+
+/// Three windows alive at once, pools of one element each (global and
+/// local): window A keeps an operation queued to every target the whole
+/// time while B and C issue thousands; nobody starves or deadlocks, and
+/// every element is right.
+fn windows_share_pools() {
+    let world = agg_world(Some("1"), "software");
+    let (me, p) = (world.rank(), world.size());
+    const N: usize = 1200;
+    let mut a = Window::<i64>::allocate(&world, p).expect("a");
+    let mut b = Window::<i64>::allocate(&world, p * N).expect("b");
+    let mut c = Window::<i32>::allocate(&world, 4).expect("c");
+    for w in [&a, &b] {
+        w.lock_all().unwrap();
+    }
+    c.lock_all().unwrap();
+    let right = (me + 1) % p;
+    a.put(right, me, &[me as i64 + 100]).unwrap();
+    for i in 0..N {
+        let t = (me + 1 + i % (p - 1).max(1)) % p;
+        b.put(t, me * N + i, &[(i * p + me) as i64]).unwrap();
+        c.accumulate(t, i % 4, &[1], Op::Sum).unwrap();
+    }
+    // A still holds its batch: only the end of the epoch ships it.
+    for w in [&a, &b] {
+        w.unlock_all().unwrap();
+    }
+    c.unlock_all().unwrap();
+    world.barrier().unwrap();
+    let left = (me + p - 1) % p;
+    assert_eq!(a.local_to_vec().unwrap()[left], left as i64 + 100);
+    let got = b.local_to_vec().unwrap();
+    let mut hits = 0i32;
+    for o in 0..p {
+        for i in 0..N {
+            let t = (o + 1 + i % (p - 1).max(1)) % p;
+            let want = if t == me { (i * p + o) as i64 } else { 0 };
+            assert_eq!(got[o * N + i], want, "rank {me} b[{o}][{i}]");
+            hits += (t == me && i % 4 == 0) as i32;
+        }
+    }
+    assert_eq!(c.local_to_vec().unwrap()[0], hits, "rank {me} c[0]");
+    let s = world.stats().ops;
+    assert!(s.cleanups > 0, "{s:?}");
+    assert_eq!(s.global_op_elements_in_use, 0, "{s:?}");
+    world.barrier().unwrap();
+    for w in [&mut a, &mut b] {
+        w.free().unwrap();
+    }
+    c.free().unwrap();
+}
+
+spmd_test!(
+    aggregate_windows_share_tiny_pools,
+    jobs = common::matrix_providers(&[2, 4]),
+    windows_share_pools
+);
+
+/// After `flush(right)` returns, `right` sees every queued put and
+/// accumulate (checked by its own loads after a barrier), round after round.
+fn flush_visibility() {
+    let world = agg_world(None, "software");
+    let (me, p) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    const N: usize = 200;
+    let mut win = Window::<i64>::allocate(&world, N + 1).expect("allocate");
+    win.lock_all().unwrap();
+    for round in 1..=20i64 {
+        for i in 0..N {
+            win.put(right, i, &[round * 1000 + i as i64]).unwrap();
+            win.accumulate(right, N, &[round], Op::Sum).unwrap();
+        }
+        win.flush(right).unwrap();
+        world.barrier().unwrap();
+        let got = win.local_to_vec().unwrap();
+        for (i, g) in got[..N].iter().enumerate() {
+            assert_eq!(
+                *g,
+                round * 1000 + i as i64,
+                "round {round} from {left}, element {i}"
+            );
+        }
+        let sum: i64 = (1..=round).sum::<i64>() * N as i64;
+        assert_eq!(got[N], sum, "round {round}: accumulated");
+        world.barrier().unwrap();
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(
+    aggregate_flush_visibility,
+    jobs = common::matrix_providers(&[2, 4]),
+    flush_visibility
+);
+
+/// Operations that bypass the table never overtake queued ones to the same
+/// target: a get_accumulate, fetch_and_op or compare_and_swap sees the
+/// accumulates issued before it, and a get sees the put before it.
+fn ordering() {
+    let world = agg_world(None, "software");
+    let (me, p) = (world.rank(), world.size());
+    let right = (me + 1) % p;
+    let mut win = Window::<i64>::allocate(&world, 302).expect("allocate");
+    win.lock_all().unwrap();
+    let mut total = 0i64;
+    for i in 0..300usize {
+        let add = i as i64 + 1;
+        win.accumulate(right, 0, &[add], Op::Sum).unwrap();
+        total += add;
+        let seen = match i % 3 {
+            0 => {
+                let mut r = [0i64];
+                win.get_accumulate(right, 0, &[], &mut r, Op::NoOp).unwrap();
+                r[0]
+            }
+            1 => win.fetch_and_op(right, 0, 0, Op::NoOp).unwrap(),
+            _ => win.compare_and_swap(right, 0, -1, -2).unwrap(),
+        };
+        assert_eq!(
+            seen, total,
+            "step {i}: the fetch overtook queued accumulates"
+        );
+        win.put(right, 2 + i, &[i as i64 * 3]).unwrap();
+        let mut g = [0i64];
+        win.get(right, 2 + i, &mut g).unwrap();
+        assert_eq!(
+            g[0],
+            i as i64 * 3,
+            "step {i}: the get overtook the queued put"
+        );
+    }
+    win.unlock_all().unwrap();
+    assert!(world.stats().ops.ops_aggregated >= 600);
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(
+    aggregate_ordering_with_fetches_and_gets,
+    jobs = common::matrix_providers(&[2, 3]),
+    ordering
+);
+
+type Replies = Arc<Mutex<Vec<(usize, Result<Vec<u8>, String>)>>>;
+
+fn entry(m: &mut Vec<u8>, class: u8, op: u32, ty: u32, offset: u64, data: &[u8]) {
+    m.push(class);
+    m.extend_from_slice(&[0; 3]);
+    m.extend_from_slice(&op.to_le_bytes());
+    m.extend_from_slice(&ty.to_le_bytes());
+    m.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    m.extend_from_slice(&offset.to_le_bytes());
+    m.extend_from_slice(data);
+    m.resize(m.len() + (8 - data.len() % 8) % 8, 0);
+}
+
+fn batch(window: u64, entries: &[(u8, u32, u32, u64, &[u8])]) -> Vec<u8> {
+    let mut m = window.to_le_bytes().to_vec();
+    m.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    m.extend_from_slice(&[0; 4]);
+    for (c, op, ty, off, d) in entries {
+        entry(&mut m, *c, *op, *ty, *off, d);
+    }
+    m
+}
+
+/// Rank 0 sends hand-made BATCH requests to rank 1: every malformed one is
+/// refused with a reason, counted, and applies nothing — not even its
+/// valid first entry; the one valid batch is applied.
+fn malformed() {
+    let world = agg_world(None, "software");
+    let me = world.rank();
+    let mut win = Window::<i64>::allocate(&world, 8).expect("allocate");
+    win.local_write(0, &[7; 8]).unwrap();
+    world.barrier().unwrap();
+    let (sum, i64t, i32t) = (
+        libfabric_sys::FI_SUM,
+        libfabric_sys::FI_INT64,
+        libfabric_sys::FI_INT32,
+    );
+    let five = 5i64.to_le_bytes();
+    let id = win.id();
+    let good_put: (u8, u32, u32, u64, &[u8]) = (1, 0, 0, 8, &five);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (id.to_le_bytes()[..6].to_vec(), "truncated"),
+        (batch(id, &[]), "claims 0"),
+        (batch(id, &[(3, 0, 0, 0, &five)]), "unknown class"),
+        (batch(id, &[(2, 999, i64t, 0, &five)]), "no update"),
+        (batch(id, &[good_put, (1, 0, 0, 60, &five)]), "run past"),
+        (batch(id + 1000, &[good_put]), "not open"),
+        (batch(id, &[(2, sum, i32t, 0, &five[..4])]), "fi_datatype"),
+        (batch(id, &[(2, sum, i64t, 4, &five)]), "aligned"),
+        (batch(id, &[(1, sum, 0, 0, &five)]), "put with op"),
+    ];
+    let n_bad = cases.len() as u64;
+    if me == 0 {
+        let am = world.active_messages();
+        let t = world.bench_transport();
+        let got: Replies = Arc::default();
+        let send = |k: usize, m: &[u8]| {
+            let g = got.clone();
+            am.request(
+                t,
+                1,
+                kind::BATCH,
+                m,
+                Box::new(move |r| {
+                    g.lock().unwrap().push((k, r.map(|b| b.to_vec())));
+                }),
+            )
+            .unwrap();
+        };
+        for (k, (m, _)) in cases.iter().enumerate() {
+            send(k, m);
+        }
+        send(
+            cases.len(),
+            &batch(id, &[good_put, (2, sum, i64t, 16, &five)]),
+        );
+        let start = std::time::Instant::now();
+        while got.lock().unwrap().len() <= cases.len() {
+            t.progress().unwrap();
+            assert!(start.elapsed().as_secs() < 60, "no replies");
+        }
+        let mut g = got.lock().unwrap();
+        g.sort_by_key(|(k, _)| *k);
+        for (k, (_, why)) in cases.iter().enumerate() {
+            let e = g[k].1.as_ref().expect_err("a malformed batch was accepted");
+            assert!(e.contains(why), "case {k}: {e} (expected {why:?})");
+        }
+        assert_eq!(g[cases.len()].1, Ok(Vec::new()));
+    }
+    world.barrier().unwrap();
+    if me == 1 {
+        assert_eq!(win.local_to_vec().unwrap(), vec![7, 5, 12, 7, 7, 7, 7, 7]);
+        let s = world.stats().ops;
+        assert_eq!(
+            (s.batches_refused, s.batches_applied, s.ops_applied),
+            (n_bad, 1, 2),
+            "{s:?}"
+        );
+        assert!(world.stats().active_messages.protocol_errors >= n_bad);
+    }
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(
+    aggregate_malformed_batches_refused,
+    jobs = common::matrix_providers(&[2]),
+    malformed
+);
