@@ -184,8 +184,9 @@ spmd_test!(
     windows_share_pools
 );
 
-/// After `flush(right)` returns, `right` sees every queued put and
-/// accumulate (checked by its own loads after a barrier), round after round.
+/// After `flush(right)` returns, `right` has applied every queued put and
+/// accumulate: a raw provider read from the origin sees them, and so do
+/// the target's own loads after a barrier, round after round.
 fn flush_visibility() {
     let world = agg_world(None, "software");
     let (me, p) = (world.rank(), world.size());
@@ -199,6 +200,19 @@ fn flush_visibility() {
             win.accumulate(right, N, &[round], Op::Sum).unwrap();
         }
         win.flush(right).unwrap();
+        // A raw provider read, which the window's get hook cannot delay:
+        // the target must have applied the batches already.
+        let mut raw = vec![0u8; (N + 1) * 8];
+        let at = win.bench_remote(right, 0).unwrap();
+        world.bench_transport().get(right, &mut raw, at).unwrap();
+        for (i, w) in raw.chunks_exact(8).enumerate().take(N) {
+            let v = i64::from_le_bytes(w.try_into().unwrap());
+            assert_eq!(
+                v,
+                round * 1000 + i as i64,
+                "round {round}: raw read of element {i}"
+            );
+        }
         world.barrier().unwrap();
         let got = win.local_to_vec().unwrap();
         for (i, g) in got[..N].iter().enumerate() {

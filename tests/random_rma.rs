@@ -410,7 +410,9 @@ spmd_test!(
 );
 
 /// The same checker with every accumulate on the software path (active
-/// messages applied by the target's CPU atomics), on each provider.
+/// messages applied by the target's CPU atomics), on each provider, with
+/// aggregation on (small puts and accumulates queued in the op table and
+/// shipped as batches; `auto` leaves it off on shm).
 #[test]
 fn random_rma_checker_software_accumulates() {
     for provider in common::providers() {
@@ -420,7 +422,10 @@ fn random_rma_checker_software_accumulates() {
                 "random_rma_checker",
                 ranks,
                 &provider,
-                &[("ONESIDED_ACCUMULATE", "software")],
+                &[
+                    ("ONESIDED_ACCUMULATE", "software"),
+                    ("ONESIDED_AGGREGATE", "on"),
+                ],
             );
         }
     }
@@ -443,5 +448,26 @@ fn random_rma_checker_software_locks() {
                 ],
             );
         }
+    }
+}
+
+/// Aggregation with every pool of one element (batches of at most two
+/// operations, cleanups all the time), software accumulates.
+#[test]
+fn random_rma_checker_aggregation_pools_of_1() {
+    let mut env = vec![
+        ("ONESIDED_ACCUMULATE", "software"),
+        ("ONESIDED_AGGREGATE", "on"),
+    ];
+    for v in [
+        "ONESIDED_OP_ELEMENTS",
+        "ONESIDED_WIN_OP_ELEMENTS",
+        "ONESIDED_TARGET_ELEMENTS",
+        "ONESIDED_WIN_TARGET_ELEMENTS",
+    ] {
+        env.push((v, "1"));
+    }
+    for provider in common::providers() {
+        common::run_variant(module_path!(), "random_rma_checker", 4, &provider, &env);
     }
 }
