@@ -88,6 +88,11 @@ fn round(win: &Window<'_, u64>, i: u64, big: &mut [u64]) {
 }
 
 fn body() {
+    // The provider fast path: with aggregation (on by default for tcp and
+    // sockets) the 8-byte put is queued without allocating, but the flush
+    // ships it as an active-message request, which allocates (its message
+    // and reply callback: a few per batch of up to ~127 operations).
+    std::env::set_var("ONESIDED_AGGREGATE", "off");
     let world = World::init().unwrap();
     let mut win = Window::<u64>::allocate(&world, 8 + 128).unwrap();
     win.lock_all().unwrap();

@@ -169,6 +169,10 @@ fn bounded_op_table_one_and_two_slots() {
 /// sockets), one 8-byte read; a 16-byte get is one read; a fetch_and_op
 /// is one atomic of 8 bytes.
 fn counts_body() {
+    // Provider operations one by one: aggregation (on by default for tcp and
+    // sockets) would turn the three puts into one message (counted in
+    // tests/aggregation.rs).
+    std::env::set_var("ONESIDED_AGGREGATE", "off");
     let world = World::init().unwrap();
     let me = world.rank();
     let mut win = Window::<u64>::allocate(&world, 16).unwrap();
