@@ -11,7 +11,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use onesided::transport::am::kind;
-use onesided::{Op, Window, World};
+use onesided::{NoOp, Op, Window, World};
 
 const POOL_VARS: [&str; 4] = [
     "ONESIDED_OP_ELEMENTS",
@@ -254,10 +254,10 @@ fn ordering() {
         let seen = match i % 3 {
             0 => {
                 let mut r = [0i64];
-                win.get_accumulate(right, 0, &[], &mut r, Op::NoOp).unwrap();
+                win.get_accumulate(right, 0, &[], &mut r, NoOp).unwrap();
                 r[0]
             }
-            1 => win.fetch_and_op(right, 0, 0, Op::NoOp).unwrap(),
+            1 => win.fetch_and_op(right, 0, 0, NoOp).unwrap(),
             _ => win.compare_and_swap(right, 0, -1, -2).unwrap(),
         };
         assert_eq!(
