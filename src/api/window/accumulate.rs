@@ -170,15 +170,18 @@ impl<T: Element> Window<'_, T> {
             software,
             queued,
         } = self.atomic_access("accumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
-        if queued {
-            return self.queue_accumulate(rank, off, op.fi_op(), bytemuck::cast_slice(data));
-        }
         if n == 0 {
             return Ok(());
         }
+        // Before the operation table: a lazy software lock on `rank` either
+        // stashes this accumulate or is acquired now, so nothing is queued
+        // to a target whose lock is not held.
         if self.soft_lock.is_some() && self.defer_op(rank, disp, data, Some(op))? {
             // Stashed until the lock is acquired (lazy software lock).
             return Ok(());
+        }
+        if queued {
+            return self.queue_accumulate(rank, off, op.fi_op(), bytemuck::cast_slice(data));
         }
         if self.cpu_atomics() {
             let src = bytemuck::cast_slice(data);
