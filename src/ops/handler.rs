@@ -16,7 +16,7 @@ use crate::transport::am::Handler;
 use crate::transport::cpu_atomic::{self, element_size};
 use crate::transport::exposed::ExposedTable;
 use crate::transport::AtomicOp;
-use crate::window::am_accumulate::op_bit;
+use crate::window::am_accumulate::check_software_op;
 
 /// Applies BATCH requests to exposed windows.
 pub struct BatchHandler {
@@ -45,20 +45,7 @@ fn check(k: usize, e: &Entry<'_>, len: usize, datatype: u32, policy: u64) -> Res
         }
         return Ok(());
     }
-    if e.datatype != datatype {
-        return Err(format!(
-            "entry {k}: the window holds fi_datatype {datatype}, the entry {}",
-            e.datatype
-        ));
-    }
-    let bit = op_bit(e.op).unwrap_or(u32::MAX);
-    if bit >= 63 || policy & (1u64 << bit) == 0 {
-        return Err(format!(
-            "entry {k}: the window runs fi_op {} on the hardware path here; a software \
-             update would not be atomic with it",
-            e.op
-        ));
-    }
+    check_software_op(datatype, e.datatype, e.op, policy).map_err(|m| format!("entry {k}: {m}"))?;
     let size = element_size(datatype).unwrap_or(1);
     if e.offset % size as u64 != 0 {
         return Err(format!(

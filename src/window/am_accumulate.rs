@@ -46,6 +46,26 @@ pub fn op_bit(op: u32) -> Option<u32> {
         .map(|i| i as u32)
 }
 
+/// The check every handler applying a peer's operation makes: the window
+/// (elements of fi_datatype `held`, software-path mask `mask`) may apply
+/// `op` on `datatype` by CPU atomics. Bit 63 of a mask is no operation's
+/// (the operation table uses it for batched puts).
+pub fn check_software_op(held: u32, datatype: u32, op: u32, mask: u64) -> Result<(), String> {
+    if datatype != held {
+        return Err(format!(
+            "the window holds fi_datatype {held}, the message fi_datatype {datatype}"
+        ));
+    }
+    let bit = op_bit(op).unwrap_or(u32::MAX);
+    if bit >= 63 || mask & (1u64 << bit) == 0 {
+        return Err(format!(
+            "the window runs fi_op {op} on the hardware path here; a software \
+             update would not be atomic with it"
+        ));
+    }
+    Ok(())
+}
+
 /// One segment of a software accumulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request<'a> {
@@ -152,20 +172,8 @@ impl Handler for AccumulateHandler {
         let r = Request::decode(payload)?;
         let id = r.window;
         let applied = self.table.with(id, |mem, datatype, software| {
-            if datatype != r.datatype {
-                return Err(format!(
-                    "window {id} holds fi_datatype {datatype}, rank {from} sent {}",
-                    r.datatype
-                ));
-            }
-            let bit = op_bit(r.op).unwrap_or(u32::MAX);
-            if bit >= 64 || software & (1u64 << bit) == 0 {
-                return Err(format!(
-                    "window {id} runs fi_op {} on the hardware path here; a software \
-                     update would not be atomic with it",
-                    r.op
-                ));
-            }
+            check_software_op(datatype, r.datatype, r.op, software)
+                .map_err(|m| format!("window {id}, accumulate from rank {from}: {m}"))?;
             let offset = usize::try_from(r.offset).map_err(|_| "offset overflows".to_string())?;
             let size = element_size(datatype).unwrap_or(1);
             let bytes = r.count as usize * size;
