@@ -19,11 +19,18 @@ export ONESIDED_MAX_ATTACH=2 ONESIDED_MAX_WINDOWS=2
 # ignored, so they are set before the pools exist).
 export ONESIDED_OP_ELEMENTS=1 ONESIDED_WIN_OP_ELEMENTS=1
 export ONESIDED_TARGET_ELEMENTS=1 ONESIDED_WIN_TARGET_ELEMENTS=1
+export ONESIDED_OP_SLOTS=1
+# Two waiting requests per software lock queue; more are answered busy and
+# retried. (software_lock_writer_not_starved queues a writer and then a
+# reader on purpose: with one place the reader is only ever busy and the
+# test waits for a queued reader that cannot exist.)
+export ONESIDED_LOCK_QUEUE=2
 export ONESIDED_TEST_PROVIDERS=${ONESIDED_TEST_PROVIDERS:-tcp}
 export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 
 suites=(rma atomics locks dynamic random_rma transport software_accumulate
-        sync_modes active_messages algorithms shm scale window_creation)
+        sync_modes active_messages algorithms shm scale window_creation
+        software_lock aggregation shared_windows fast_path)
 args=()
 for s in "${suites[@]}"; do args+=(--test "$s"); done
 

@@ -231,6 +231,10 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
         let rss_created = rss_bytes();
         let s_created = world.stats();
         let w_created = win.stats().cached_peers;
+        // Every rank has its creation snapshot before any rank touches the
+        // window: a faster rank's first access (a lock request on the
+        // software lock path) would otherwise count as creation state.
+        world.barrier()?;
         touch(&world, &win)?;
         world.barrier()?;
         let rss_used = rss_bytes();
