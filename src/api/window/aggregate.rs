@@ -16,6 +16,7 @@
 //! sent only after the window's earlier batches were acknowledged, and a
 //! get to a target waits for its queued operations to be applied.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Window;
@@ -27,9 +28,17 @@ use crate::transport::inflight::Sink;
 use crate::transport::Completion;
 
 /// A window's operation table and the acknowledgements of its batches.
+///
+/// Invariant (threads sharing a window): a target element taken out of the
+/// table is counted in `shipping` before the table's mutex is released, and
+/// leaves that count only after its batch's acknowledgement is counted in
+/// `acks` (or its send failed). So a completion point that finds the table
+/// empty, then `shipping` at zero, then waits for `acks`, covers every
+/// operation queued before it — also those another thread is still sending.
 pub(super) struct Aggregation {
     table: Mutex<OpTable>,
     acks: Arc<Completion>,
+    shipping: AtomicUsize,
     max_op: usize,
 }
 
@@ -40,6 +49,7 @@ impl Aggregation {
         ops::enabled(c.mode, provider).then(|| Aggregation {
             table: Mutex::new(OpTable::new(id, shared.clone())),
             acks: Arc::new(Completion::new()),
+            shipping: AtomicUsize::new(0),
             max_op: c.max_op,
         })
     }
@@ -125,7 +135,14 @@ impl<T: Element> Window<'_, T> {
     fn queue(&self, rank: usize, e: &Entry<'_>) -> Result<()> {
         let shared = &self.world.ops;
         loop {
-            let q = self.ops_table()?.queue(rank, e);
+            let q = {
+                let mut table = self.ops_table()?;
+                let q = table.queue(rank, e);
+                if matches!(q, Queued::Ship(_)) {
+                    self.shipping_begins();
+                }
+                q
+            };
             match q {
                 Queued::Done => {
                     shared.count_queued();
@@ -145,8 +162,43 @@ impl<T: Element> Window<'_, T> {
     /// acknowledgements, then returns its elements to the pools.
     fn ship(&self, t: TargetElem) -> Result<()> {
         let sent = self.send_batch(&t);
-        self.ops_table()?.recycle(t);
-        sent
+        let recycled = self.ops_table().map(|mut table| table.recycle(t));
+        if let Some(a) = self.agg.as_ref() {
+            a.shipping.fetch_sub(1, Ordering::AcqRel);
+        }
+        sent.and(recycled)
+    }
+
+    /// Counts a target element taken out of the table (call with the
+    /// table's mutex held; see [`Aggregation`]).
+    fn shipping_begins(&self) {
+        if let Some(a) = self.agg.as_ref() {
+            a.shipping.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Takes `rank`'s target element (or, with `None`, the next one in
+    /// round-robin order) out of the table, counted as shipping.
+    fn take_target(&self, rank: Option<usize>) -> Result<Option<TargetElem>> {
+        let mut table = self.ops_table()?;
+        let t = match rank {
+            Some(r) => table.take(r),
+            None => table.next_target(),
+        };
+        if t.is_some() {
+            self.shipping_begins();
+        }
+        Ok(t)
+    }
+
+    /// Waits until no other thread is still sending a batch of this window
+    /// (its acknowledgement is then counted in `acks`).
+    fn wait_shipping(&self, a: &Aggregation) -> Result<()> {
+        while a.shipping.load(Ordering::Acquire) > 0 {
+            self.world.transport().progress()?;
+            std::thread::yield_now();
+        }
+        Ok(())
     }
 
     fn send_batch(&self, t: &TargetElem) -> Result<()> {
@@ -200,12 +252,14 @@ impl<T: Element> Window<'_, T> {
         let Some(a) = self.agg.as_ref() else {
             return Ok(());
         };
-        let t = self.ops_table()?.take(rank);
-        if let Some(t) = t {
+        if let Some(t) = self.take_target(Some(rank))? {
             self.ship(t)?;
         }
-        if settle && a.acks.pending() > 0 {
-            self.wait_acks(a)?;
+        if settle {
+            self.wait_shipping(a)?;
+            if a.acks.pending() > 0 {
+                self.wait_acks(a)?;
+            }
         }
         Ok(())
     }
@@ -217,14 +271,12 @@ impl<T: Element> Window<'_, T> {
             return Ok(());
         };
         let mut first = None;
-        loop {
-            let t = self.ops_table()?.next_target();
-            let Some(t) = t else { break };
+        while let Some(t) = self.take_target(None)? {
             if let Err(e) = self.ship(t) {
                 first.get_or_insert(e);
             }
         }
-        let waited = self.wait_acks(a);
+        let waited = self.wait_shipping(a).and_then(|()| self.wait_acks(a));
         first.map_or(waited, Err)
     }
 }
