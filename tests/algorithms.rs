@@ -190,17 +190,14 @@ spmd_test!(
 /// each provider.
 #[test]
 fn software_lock_variants() {
-    for provider in common::providers() {
-        for test in ["linked_list_cas_lock_all", "mcs_mutex_counter"] {
-            for ranks in [2, 4] {
-                common::run_variant(
-                    module_path!(),
-                    test,
-                    ranks,
-                    &provider,
-                    &[("ONESIDED_LOCK", "software")],
-                );
-            }
-        }
-    }
+    common::run_variants(
+        module_path!(),
+        &[
+            ("linked_list_cas_lock_all", 2),
+            ("linked_list_cas_lock_all", 4),
+            ("mcs_mutex_counter", 2),
+            ("mcs_mutex_counter", 4),
+        ],
+        &[("ONESIDED_LOCK", "software")],
+    );
 }

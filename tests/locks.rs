@@ -277,24 +277,22 @@ spmd_test!(
 /// each provider.
 #[test]
 fn software_lock_variants() {
-    for provider in common::providers() {
-        for test in [
-            "lock_wait_is_bounded_by_the_timeout",
-            "exclusive_lock_contention",
-            "shared_readers_exclusive_writer",
-            "self_lock_and_many_targets",
-            "nocheck_lock",
-            "lock_misuse_is_refused",
-        ] {
-            for ranks in [2, 4] {
-                common::run_variant(
-                    module_path!(),
-                    test,
-                    ranks,
-                    &provider,
-                    &[("ONESIDED_LOCK", "software")],
-                );
-            }
-        }
-    }
+    common::run_variants(
+        module_path!(),
+        &[
+            ("lock_wait_is_bounded_by_the_timeout", 2),
+            ("lock_wait_is_bounded_by_the_timeout", 4),
+            ("exclusive_lock_contention", 2),
+            ("exclusive_lock_contention", 4),
+            ("shared_readers_exclusive_writer", 2),
+            ("shared_readers_exclusive_writer", 4),
+            ("self_lock_and_many_targets", 2),
+            ("self_lock_and_many_targets", 4),
+            ("nocheck_lock", 2),
+            ("nocheck_lock", 4),
+            ("lock_misuse_is_refused", 2),
+            ("lock_misuse_is_refused", 4),
+        ],
+        &[("ONESIDED_LOCK", "software")],
+    );
 }

@@ -366,18 +366,12 @@ spmd_test!(
 /// each provider.
 #[test]
 fn software_lock_variants() {
-    for provider in common::providers() {
-        for (test, ranks) in [
+    common::run_variants(
+        module_path!(),
+        &[
             ("lock_all_excludes_exclusive_lock", 3),
             ("lock_all_readers_see_no_torn_pair", 4),
-        ] {
-            common::run_variant(
-                module_path!(),
-                test,
-                ranks,
-                &provider,
-                &[("ONESIDED_LOCK", "software")],
-            );
-        }
-    }
+        ],
+        &[("ONESIDED_LOCK", "software")],
+    );
 }

@@ -535,6 +535,15 @@ pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: 
     eprintln!("[harness] {test} with {env:?}: onesided-run -n {ranks} provider={provider}: ok");
 }
 
+/// [`run_variant`] on every provider, for each `(test, ranks)` pair.
+pub fn run_variants(module: &str, tests: &[(&str, usize)], env: &[(&str, &str)]) {
+    for provider in providers() {
+        for &(test, ranks) in tests {
+            run_variant(module, test, ranks, &provider, env);
+        }
+    }
+}
+
 /// Asserts that no operation is left in flight and that the provider never
 /// returned a completion we did not post (a duplicated completion, as
 /// verbs;ofi_rxm produced on soft-RoCE).
