@@ -325,24 +325,28 @@ fn malformed() {
     let mut win = Window::<i64>::allocate(&world, 8).expect("allocate");
     win.local_write(0, &[7; 8]).unwrap();
     world.barrier().unwrap();
-    let (sum, i64t, i32t) = (
-        libfabric_sys::FI_SUM,
-        libfabric_sys::FI_INT64,
-        libfabric_sys::FI_INT32,
-    );
+    // Wire codes (`transport::vocab`): SUM is operation 0, i64 and i32 are
+    // datatypes 4 and 3; a put carries none (all ones).
+    let (sum, i64t, i32t, none) = (0u32, 4u32, 3u32, u32::MAX);
     let five = 5i64.to_le_bytes();
     let id = win.id();
-    let good_put: (u8, u32, u32, u64, &[u8]) = (1, 0, 0, 8, &five);
+    let good_put: (u8, u32, u32, u64, &[u8]) = (1, none, none, 8, &five);
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (id.to_le_bytes()[..6].to_vec(), "truncated"),
         (batch(id, &[]), "claims 0"),
-        (batch(id, &[(3, 0, 0, 0, &five)]), "unknown class"),
-        (batch(id, &[(2, 999, i64t, 0, &five)]), "no update"),
-        (batch(id, &[good_put, (1, 0, 0, 60, &five)]), "run past"),
+        (batch(id, &[(3, none, none, 0, &five)]), "unknown class"),
+        (batch(id, &[(2, 999, i64t, 0, &five)]), "unknown operation"),
+        (
+            batch(id, &[good_put, (1, none, none, 60, &five)]),
+            "run past",
+        ),
         (batch(id + 1000, &[good_put]), "not open"),
-        (batch(id, &[(2, sum, i32t, 0, &five[..4])]), "fi_datatype"),
+        (
+            batch(id, &[(2, sum, i32t, 0, &five[..4])]),
+            "the window holds",
+        ),
         (batch(id, &[(2, sum, i64t, 4, &five)]), "aligned"),
-        (batch(id, &[(1, sum, 0, 0, &five)]), "put with op"),
+        (batch(id, &[(1, sum, none, 0, &five)]), "put with op"),
     ];
     let n_bad = cases.len() as u64;
     if me == 0 {

@@ -103,13 +103,13 @@ fn lock_put_unlock(world: &World, win: &Window<'_, u64>) -> [u64; 5] {
 fn first_access_messages() {
     let world = World::init().expect("init");
     let rank = world.rank();
-    let props = world.transport_props();
-    let by_key = !props.prov_key && !props.virt_addr;
+    let caps = world.transport_caps();
+    let by_key = caps.mr.chosen_keys;
     // The second window has one more element on rank 1.
     for (second, extra) in [(false, 0), (true, rank)] {
         let mut win = Window::<u64>::allocate(&world, 8 + extra).expect("allocate");
         let uniform = win.stats().uniform;
-        assert_eq!(uniform, by_key && !second, "{}", props.provider);
+        assert_eq!(uniform, by_key && !second, "{}", caps.name);
         let first = lock_put_unlock(&world, &win);
         let again = lock_put_unlock(&world, &win);
         if rank == 0 {
@@ -121,7 +121,7 @@ fn first_access_messages() {
                 first, want,
                 "[writes, reads, atomics, sends, rkey misses] of the first lock-put-unlock \
                  (uniform: {uniform}; the second: {again:?}; {})",
-                props.provider
+                caps.name
             );
             assert_eq!(again[4], 0, "{again:?}");
         } else {

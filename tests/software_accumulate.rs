@@ -256,8 +256,9 @@ fn refused() {
         let mut m = Vec::new();
         m.extend_from_slice(&window.to_le_bytes());
         m.extend_from_slice(&offset.to_le_bytes());
-        m.extend_from_slice(&libfabric_sys::FI_SUM.to_le_bytes());
-        m.extend_from_slice(&libfabric_sys::FI_INT64.to_le_bytes());
+        // Wire codes (`transport::vocab`): SUM = 0, i64 = 4.
+        m.extend_from_slice(&0u32.to_le_bytes());
+        m.extend_from_slice(&4u32.to_le_bytes());
         m.extend_from_slice(&1u32.to_le_bytes());
         m.extend_from_slice(&0u32.to_le_bytes());
         m.extend_from_slice(&5i64.to_le_bytes());

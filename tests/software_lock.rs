@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use onesided::transport::am::kind;
+use onesided::transport::{AtomicOp, Datatype};
 use onesided::window::lock_wire::{Carried, LockMsg, Status, SubOp};
 use onesided::{Assert, LockType, Op, Window, World};
 
@@ -249,8 +250,8 @@ fn hostile() {
             SubOp::Acquire,
             Carried::Accumulate {
                 offset: 0,
-                op: libfabric_sys::FI_SUM,
-                datatype: libfabric_sys::FI_INT32,
+                op: AtomicOp::Sum,
+                datatype: Datatype::I32,
                 data: &big,
             },
             0,

@@ -185,7 +185,8 @@ fn counts_body() {
         win.get(1, 0, &mut w).unwrap();
         win.fetch_and_op(1, 8, 0, Op::Sum).unwrap();
 
-        let ordered = world.bench_transport().props().ordered_raw;
+        let ordered = world.bench_transport().caps().completion
+            == onesided::transport::RemoteCompletion::OrderedRead;
         let s0 = world.stats().transport;
         for i in 0..3u64 {
             win.put(1, i as usize, &[i + 10]).unwrap();

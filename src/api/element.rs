@@ -14,9 +14,10 @@ pub trait Element:
     const TAG: u64;
     /// Type name for messages.
     const NAME: &'static str;
-    /// The libfabric `fi_datatype` of the type (`FI_INT64`, `FI_DOUBLE`, ...),
-    /// for atomic operations.
-    const DATATYPE: u32;
+    /// The element type in the transport's vocabulary, for atomic
+    /// operations (its code is also [`Element::TAG`]).
+    #[doc(hidden)]
+    const DATATYPE: crate::transport::Datatype;
     /// Whether the type is an integer: bitwise and logical accumulate
     /// operations are defined only on integers.
     const INTEGER: bool;
@@ -34,12 +35,12 @@ pub trait Element:
 pub trait Integer: Element {}
 
 macro_rules! element {
-    ($($t:ty => $tag:expr, $dt:ident, $int:expr);* $(;)?) => {$(
+    ($($t:ty => $dt:ident, $int:expr);* $(;)?) => {$(
         impl sealed::Sealed for $t {}
         impl Element for $t {
-            const TAG: u64 = $tag;
+            const TAG: u64 = crate::transport::Datatype::$dt as u64;
             const NAME: &'static str = stringify!($t);
-            const DATATYPE: u32 = libfabric_sys::$dt;
+            const DATATYPE: crate::transport::Datatype = crate::transport::Datatype::$dt;
             const INTEGER: bool = $int;
         }
     )*};
@@ -54,33 +55,21 @@ macro_rules! integer {
 integer!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 element! {
-    i8 => 1, FI_INT8, true;
-    i16 => 2, FI_INT16, true;
-    i32 => 3, FI_INT32, true;
-    i64 => 4, FI_INT64, true;
-    u8 => 5, FI_UINT8, true;
-    u16 => 6, FI_UINT16, true;
-    u32 => 7, FI_UINT32, true;
-    u64 => 8, FI_UINT64, true;
-    f32 => 9, FI_FLOAT, false;
-    f64 => 10, FI_DOUBLE, false;
+    i8 => I8, true;
+    i16 => I16, true;
+    i32 => I32, true;
+    i64 => I64, true;
+    u8 => U8, true;
+    u16 => U16, true;
+    u32 => U32, true;
+    u64 => U64, true;
+    f32 => F32, false;
+    f64 => F64, false;
 }
 
 /// Name of the element type with `tag`, for error messages.
 pub fn tag_name(tag: u64) -> &'static str {
-    match tag {
-        1 => "i8",
-        2 => "i16",
-        3 => "i32",
-        4 => "i64",
-        5 => "u8",
-        6 => "u16",
-        7 => "u32",
-        8 => "u64",
-        9 => "f32",
-        10 => "f64",
-        _ => "unknown",
-    }
+    crate::transport::Datatype::from_code(tag).map_or("unknown", |d| d.name())
 }
 
 #[cfg(test)]

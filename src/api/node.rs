@@ -16,7 +16,7 @@ use super::world::World;
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::transport::{cpu_atomic, shm, AtomicOp, Memory};
+use crate::transport::{cpu_atomic, shm, Atomic, AtomicOp, Datatype, Memory};
 use crate::window::directory;
 
 /// Mapping-cache key of control regions (window ids start at 1).
@@ -93,9 +93,9 @@ impl World {
 
     /// Fetch-and-add on the u64 at byte `off` of `rank`'s control region.
     pub(crate) fn ctrl_fetch_add(&self, rank: usize, off: usize, delta: u64) -> Result<u64> {
-        let what = AtomicOp {
-            op: libfabric_sys::FI_SUM,
-            datatype: libfabric_sys::FI_UINT64,
+        let what = Atomic {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U64,
             count: 1,
         };
         let mut old = [0u8; 8];
@@ -116,7 +116,7 @@ impl World {
         let mut old = [0u8; 8];
         self.ctrl_word(rank, |m| {
             let (c, s) = (compare.to_ne_bytes(), swap.to_ne_bytes());
-            cpu_atomic::compare_swap(m, off, libfabric_sys::FI_UINT64, &c, &s, &mut old)
+            cpu_atomic::compare_swap(m, off, Datatype::U64, &c, &s, &mut old)
         })?;
         Ok(u64::from_ne_bytes(old))
     }

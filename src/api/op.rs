@@ -55,9 +55,8 @@
 
 use std::fmt;
 
-use libfabric_sys as fi;
-
 use crate::api::element::{Element, Integer};
+use crate::transport::AtomicOp;
 
 mod sealed {
     pub trait Sealed {}
@@ -184,22 +183,22 @@ impl AnyOp {
         }
     }
 
-    /// The libfabric `fi_op` (`REPLACE` is `FI_ATOMIC_WRITE`, `NO_OP` is
-    /// `FI_ATOMIC_READ`).
-    pub fn fi_op(self) -> u32 {
+    /// The operation in the transport's vocabulary (`REPLACE` is an atomic
+    /// write, `NO_OP` an atomic read).
+    pub(crate) fn atomic_op(self) -> AtomicOp {
         match self {
-            AnyOp::Sum => fi::FI_SUM,
-            AnyOp::Prod => fi::FI_PROD,
-            AnyOp::Min => fi::FI_MIN,
-            AnyOp::Max => fi::FI_MAX,
-            AnyOp::Band => fi::FI_BAND,
-            AnyOp::Bor => fi::FI_BOR,
-            AnyOp::Bxor => fi::FI_BXOR,
-            AnyOp::Land => fi::FI_LAND,
-            AnyOp::Lor => fi::FI_LOR,
-            AnyOp::Lxor => fi::FI_LXOR,
-            AnyOp::Replace => fi::FI_ATOMIC_WRITE,
-            AnyOp::NoOp => fi::FI_ATOMIC_READ,
+            AnyOp::Sum => AtomicOp::Sum,
+            AnyOp::Prod => AtomicOp::Prod,
+            AnyOp::Min => AtomicOp::Min,
+            AnyOp::Max => AtomicOp::Max,
+            AnyOp::Band => AtomicOp::Band,
+            AnyOp::Bor => AtomicOp::Bor,
+            AnyOp::Bxor => AtomicOp::Bxor,
+            AnyOp::Land => AtomicOp::Land,
+            AnyOp::Lor => AtomicOp::Lor,
+            AnyOp::Lxor => AtomicOp::Lxor,
+            AnyOp::Replace => AtomicOp::Replace,
+            AnyOp::NoOp => AtomicOp::Read,
         }
     }
 

@@ -32,7 +32,9 @@ use super::world::World;
 use crate::epoch::{Permit, SyncState};
 use crate::error::{Error, Result};
 use crate::transport::exposed::Exposure;
-use crate::transport::{Completion, Memory, Registration, RemoteAddr};
+use crate::transport::{
+    AtomicOrder, Completion, Memory, Registration, RemoteAddr, RemoteCompletion,
+};
 use crate::window::directory::{self, Descriptor, ENTRY_BYTES};
 use crate::window::dirty::Dirty;
 use crate::window::targets::Targets;
@@ -56,12 +58,12 @@ pub struct WindowStats {
     pub uniform: bool,
 }
 
-/// The transport properties on the operation path (see `TransportProps`).
+/// The back-end capabilities on the operation path (see `Caps`).
 #[derive(Clone, Copy)]
 struct Props {
     ordered_raw: bool,
     ordered_atomic_raw: bool,
-    atomic_order: u64,
+    atomic_order: AtomicOrder,
 }
 
 /// A window of `T` elements, created collectively by every process.
@@ -201,13 +203,13 @@ impl<'a, T: Element> Window<'a, T> {
             Ok(l) => l,
             Err(e) => return fail(e),
         };
-        let p = world.transport_props();
+        let p = world.transport().caps();
         Ok(Window {
             world,
             me: world.rank(),
             size: world.size(),
             props: Props {
-                ordered_raw: p.ordered_raw,
+                ordered_raw: p.completion == RemoteCompletion::OrderedRead,
                 ordered_atomic_raw: p.ordered_atomic_raw,
                 atomic_order: p.atomic_order,
             },
@@ -222,7 +224,7 @@ impl<'a, T: Element> Window<'a, T> {
             outstanding: Arc::new(Completion::new()),
             dirty: Dirty::default(),
             atomic_dirty: Dirty::default(),
-            valid_ops: ValidOps::default(),
+            valid_ops: ValidOps::of(&p.atomics, T::DATATYPE),
             paths,
             info: *info,
             agg,

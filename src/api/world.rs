@@ -149,17 +149,18 @@ impl World {
             ProgressMode::Manual => None,
         };
         if config.verbose {
-            let p = transport.props();
+            let c = transport.caps();
             eprintln!(
-                "onesided: rank {}/{} provider {} (fabric {}, domain {}), bootstrap {}, progress {:?}, flush by {}",
+                "onesided: rank {}/{} back-end {} {} (fabric {}, domain {}), bootstrap {}, progress {:?}, flush by {}",
                 boot.rank(),
                 boot.size(),
-                p.provider,
-                p.fabric,
-                p.domain,
+                c.backend,
+                c.name,
+                c.fabric,
+                c.domain,
                 boot.name(),
                 config.progress,
-                if p.ordered_raw { "ordered read" } else { "delivery-complete writes" },
+                c.completion.describe(),
             );
         }
         Ok(World {
@@ -194,14 +195,15 @@ impl World {
         self.boot.size()
     }
 
-    /// The libfabric provider in use, e.g. `tcp;ofi_rxm`.
+    /// What carries the data: the libfabric provider in use (e.g.
+    /// `tcp;ofi_rxm`), or the back-end's device.
     pub fn provider(&self) -> &str {
-        &self.transport.props().provider
+        &self.transport.caps().name
     }
 
-    /// The transport's negotiated properties.
-    pub fn transport_props(&self) -> &crate::transport::TransportProps {
-        self.transport.props()
+    /// What the back-end can do (its capability flags).
+    pub fn transport_caps(&self) -> &crate::transport::Caps {
+        self.transport.caps()
     }
 
     /// Benchmark support (`onesided-bench --raw`), not a stable API: the

@@ -16,8 +16,8 @@
 //! |---|---|
 //! | 0 | class: 1 put, 2 accumulate |
 //! | 1–3 | reserved, zero |
-//! | 4–7 | `fi_op` (accumulate; 0 for a put) |
-//! | 8–11 | `fi_datatype` (accumulate; 0 for a put) |
+//! | 4–7 | operation code (accumulate; `0xffffffff` for a put) |
+//! | 8–11 | datatype code (accumulate; `0xffffffff` for a put) |
 //! | 12–15 | data bytes |
 //! | 16–23 | byte offset in the target window |
 //!
@@ -26,8 +26,7 @@
 //! before the handler touches memory; the handler then checks each entry
 //! against the window (`handler.rs`).
 
-use crate::transport::cpu_atomic::element_size;
-use crate::window::am_accumulate::op_bit;
+use crate::transport::{AtomicOp, Datatype};
 
 /// Bytes of the batch header.
 pub const HEADER_BYTES: usize = 16;
@@ -39,6 +38,9 @@ pub const PUT: u8 = 1;
 /// Entry class of an accumulate.
 pub const ACCUMULATE: u8 = 2;
 
+/// The op and datatype fields of a put.
+const NONE: u32 = u32::MAX;
+
 /// Encoded size of an entry carrying `len` data bytes.
 pub fn entry_size(len: usize) -> usize {
     ENTRY_BYTES + len.div_ceil(8) * 8
@@ -49,10 +51,10 @@ pub fn entry_size(len: usize) -> usize {
 pub struct Entry<'a> {
     /// [`PUT`] or [`ACCUMULATE`].
     pub class: u8,
-    /// `fi_op` of an accumulate.
-    pub op: u32,
-    /// `fi_datatype` of an accumulate.
-    pub datatype: u32,
+    /// The operation of an accumulate (`None` for a put).
+    pub op: Option<AtomicOp>,
+    /// The element type of an accumulate (`None` for a put).
+    pub datatype: Option<Datatype>,
     /// Byte offset in the target window.
     pub offset: u64,
     /// The put's bytes or the accumulate's operands.
@@ -70,8 +72,10 @@ pub fn begin(buf: &mut Vec<u8>, id: u64) {
 pub fn push(buf: &mut Vec<u8>, e: &Entry<'_>) {
     buf.push(e.class);
     buf.extend_from_slice(&[0u8; 3]);
-    buf.extend_from_slice(&e.op.to_le_bytes());
-    buf.extend_from_slice(&e.datatype.to_le_bytes());
+    let op = e.op.map_or(NONE, |o| o.code().into());
+    let datatype = e.datatype.map_or(NONE, |d| d.code().into());
+    buf.extend_from_slice(&op.to_le_bytes());
+    buf.extend_from_slice(&datatype.to_le_bytes());
     buf.extend_from_slice(&(e.data.len() as u32).to_le_bytes());
     buf.extend_from_slice(&e.offset.to_le_bytes());
     buf.extend_from_slice(e.data);
@@ -117,30 +121,34 @@ pub fn decode(p: &[u8]) -> Result<(u64, Vec<Entry<'_>>), String> {
         if head[1..4] != [0, 0, 0] {
             return Err(format!("entry {k}: reserved bytes are not zero"));
         }
-        match class {
-            PUT if op == 0 && datatype == 0 && len > 0 => {}
+        let (op, datatype) = match class {
+            PUT if op == NONE && datatype == NONE && len > 0 => (None, None),
             PUT => {
                 return Err(format!(
                     "entry {k}: put with op {op}, type {datatype}, {len} bytes"
                 ))
             }
             ACCUMULATE => {
-                let size = element_size(datatype)
-                    .ok_or_else(|| format!("entry {k}: unknown fi_datatype {datatype}"))?;
-                if op_bit(op).is_none() || op == libfabric_sys::FI_CSWAP {
-                    return Err(format!("entry {k}: fi_op {op} is no update"));
+                let dt = Datatype::from_code(datatype.into())
+                    .ok_or_else(|| format!("entry {k}: unknown datatype code {datatype}"))?;
+                let op = AtomicOp::from_code(op.into())
+                    .ok_or_else(|| format!("entry {k}: unknown operation code {op}"))?;
+                if matches!(op, AtomicOp::Cswap | AtomicOp::Read) {
+                    return Err(format!("entry {k}: {op} is no update"));
                 }
-                if op == libfabric_sys::FI_ATOMIC_READ {
-                    return Err(format!("entry {k}: NO_OP is no update"));
+                if !op.defined_on(dt) {
+                    return Err(format!("entry {k}: {op} is not defined on {dt}"));
                 }
+                let size = dt.size();
                 if len == 0 || len % size != 0 {
                     return Err(format!(
                         "entry {k}: {len} bytes are no whole number of {size}-byte elements"
                     ));
                 }
+                (Some(op), Some(dt))
             }
             c => return Err(format!("entry {k}: unknown class {c}")),
-        }
+        };
         let end = at + entry_size(len);
         let body = p
             .get(at + ENTRY_BYTES..end)
@@ -180,21 +188,21 @@ mod tests {
             &mut b,
             &Entry {
                 class: PUT,
-                op: 0,
-                datatype: 0,
+                op: None,
+                datatype: None,
                 offset: 3,
                 data: &[1, 2, 3],
             },
         );
         let data = 5i64.to_le_bytes();
-        let sum = libfabric_sys::FI_SUM;
-        let ty = libfabric_sys::FI_INT64;
+        let sum = AtomicOp::Sum;
+        let ty = Datatype::I64;
         push(
             &mut b,
             &Entry {
                 class: ACCUMULATE,
-                op: sum,
-                datatype: ty,
+                op: Some(sum),
+                datatype: Some(ty),
                 offset: 8,
                 data: &data,
             },

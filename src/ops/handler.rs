@@ -13,9 +13,9 @@ use std::sync::Arc;
 use super::batch::{self, Entry};
 use super::{Shared, PUT_POLICY};
 use crate::transport::am::Handler;
-use crate::transport::cpu_atomic::{self, element_size};
+use crate::transport::cpu_atomic;
 use crate::transport::exposed::ExposedTable;
-use crate::transport::AtomicOp;
+use crate::transport::{Atomic, Datatype};
 use crate::window::am_accumulate::check_software_op;
 
 /// Applies BATCH requests to exposed windows.
@@ -28,7 +28,13 @@ pub struct BatchHandler {
 
 /// Checks `e` against a window of `len` bytes holding `datatype` with the
 /// software-path `policy`.
-fn check(k: usize, e: &Entry<'_>, len: usize, datatype: u32, policy: u64) -> Result<(), String> {
+fn check(
+    k: usize,
+    e: &Entry<'_>,
+    len: usize,
+    datatype: Datatype,
+    policy: u64,
+) -> Result<(), String> {
     let end = usize::try_from(e.offset)
         .ok()
         .and_then(|o| o.checked_add(e.data.len()));
@@ -45,8 +51,13 @@ fn check(k: usize, e: &Entry<'_>, len: usize, datatype: u32, policy: u64) -> Res
         }
         return Ok(());
     }
-    check_software_op(datatype, e.datatype, e.op, policy).map_err(|m| format!("entry {k}: {m}"))?;
-    let size = element_size(datatype).unwrap_or(1);
+    let (Some(op), Some(dt)) = (e.op, e.datatype) else {
+        return Err(format!(
+            "entry {k}: an accumulate without operation or type"
+        ));
+    };
+    check_software_op(datatype, dt, op, policy).map_err(|m| format!("entry {k}: {m}"))?;
+    let size = datatype.size();
     if e.offset % size as u64 != 0 {
         return Err(format!(
             "entry {k}: byte offset {} is not aligned to {size}-byte elements",
@@ -79,16 +90,17 @@ impl Handler for BatchHandler {
                 }
                 for (k, e) in entries.iter().enumerate() {
                     let offset = e.offset as usize;
-                    let done = if e.class == batch::PUT {
-                        mem.write(offset, e.data)
-                    } else {
-                        let size = element_size(datatype).unwrap_or(1);
-                        let what = AtomicOp {
-                            op: e.op,
-                            datatype,
-                            count: e.data.len() / size,
-                        };
-                        cpu_atomic::accumulate(mem, offset, what, e.data, None)
+                    let done = match e.op {
+                        None => mem.write(offset, e.data),
+                        Some(op) => {
+                            let size = datatype.size();
+                            let what = Atomic {
+                                op,
+                                datatype,
+                                count: e.data.len() / size,
+                            };
+                            cpu_atomic::accumulate(mem, offset, what, e.data, None)
+                        }
                     };
                     done.map_err(|err| format!("entry {k}: {err}"))?;
                 }

@@ -34,15 +34,16 @@ use crate::config::{AggregateMode, OpConfig};
 /// 0–12 are the software-path accumulate operations, `am_accumulate::op_bit`).
 pub const PUT_POLICY: u64 = 1 << 63;
 
-/// Whether windows aggregate on `provider` under `mode`: `auto` turns it
-/// on for the software transports measured to gain from it (tcp, sockets;
-/// `docs/op-table.md`) and off elsewhere (shm, verbs). The same on every
-/// rank: every rank runs the same provider and environment.
-pub fn enabled(mode: AggregateMode, provider: &str) -> bool {
+/// Whether windows aggregate under `mode` on a back-end that says small
+/// operations are better batched (`Caps::batch_small`): `auto` follows the
+/// back-end (on for the software transports measured to gain from it, tcp
+/// and sockets, `docs/op-table.md`; off for shm and NICs). The same on
+/// every rank: every rank runs the same back-end and environment.
+pub fn enabled(mode: AggregateMode, batch_small: bool) -> bool {
     match mode {
         AggregateMode::On => true,
         AggregateMode::Off => false,
-        AggregateMode::Auto => provider.starts_with("tcp") || provider.starts_with("sockets"),
+        AggregateMode::Auto => batch_small,
     }
 }
 

@@ -15,43 +15,23 @@
 //! a window must never mix the two paths on one location. That choice is
 //! made per window, identically on every rank (see `docs/semantics.md`).
 //!
-//! Operations and element types are libfabric's `fi_op` / `fi_datatype`
-//! values, as in [`AtomicOp`]. Semantics follow libfabric's software
-//! atomics, so the hardware and software paths give the same results:
+//! Operations and element types are the seam's [`AtomicOp`] and
+//! [`Datatype`]. Semantics follow libfabric's software atomics (and what
+//! NICs do), so the hardware and software paths give the same results:
 //! integer `SUM`/`PROD` wrap, `MIN`/`MAX` keep the target unless the origin
 //! compares strictly less/greater, logical ops yield 0 or 1, and
 //! compare-and-swap compares bit patterns.
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use libfabric_sys as fi;
-
-use super::{AtomicOp, Memory};
+use super::{Atomic, AtomicOp, Datatype, Memory};
 use crate::error::{Error, Result};
 
-/// Bytes per element of `datatype`, `None` for types not supported here.
-pub fn element_size(datatype: u32) -> Option<usize> {
-    match datatype {
-        fi::FI_INT8 | fi::FI_UINT8 => Some(1),
-        fi::FI_INT16 | fi::FI_UINT16 => Some(2),
-        fi::FI_INT32 | fi::FI_UINT32 | fi::FI_FLOAT => Some(4),
-        fi::FI_INT64 | fi::FI_UINT64 | fi::FI_DOUBLE => Some(8),
-        _ => None,
-    }
-}
-
-/// Whether `op` on `datatype` is supported by [`accumulate`].
-pub fn supports(op: u32, datatype: u32) -> bool {
-    let Some(_) = element_size(datatype) else {
-        return false;
-    };
-    let float = matches!(datatype, fi::FI_FLOAT | fi::FI_DOUBLE);
-    match op {
-        fi::FI_SUM | fi::FI_PROD | fi::FI_MIN | fi::FI_MAX => true,
-        fi::FI_ATOMIC_WRITE | fi::FI_ATOMIC_READ => true,
-        fi::FI_BAND | fi::FI_BOR | fi::FI_BXOR | fi::FI_LAND | fi::FI_LOR | fi::FI_LXOR => !float,
-        _ => false,
-    }
+/// Whether `op` on `datatype` is supported by [`accumulate`] (every
+/// operation defined on the type but compare-and-swap, which is
+/// [`compare_swap`]).
+pub fn supports(op: AtomicOp, datatype: Datatype) -> bool {
+    op != AtomicOp::Cswap && op.defined_on(datatype)
 }
 
 /// A primitive element type: its bits, and the operations on its values.
@@ -60,7 +40,7 @@ trait Prim: Copy {
     fn from_bits(b: Self::Bits) -> Self;
     fn to_bits(self) -> Self::Bits;
     /// `None` when `op` is not defined on this type.
-    fn apply(op: u32, t: Self, o: Self) -> Option<Self>;
+    fn apply(op: AtomicOp, t: Self, o: Self) -> Option<Self>;
 }
 
 macro_rules! int_prim {
@@ -73,21 +53,21 @@ macro_rules! int_prim {
             fn to_bits(self) -> $bits {
                 self as $bits
             }
-            fn apply(op: u32, t: Self, o: Self) -> Option<Self> {
+            fn apply(op: AtomicOp, t: Self, o: Self) -> Option<Self> {
                 let truth = |x: Self| x != 0;
                 Some(match op {
-                    fi::FI_SUM => t.wrapping_add(o),
-                    fi::FI_PROD => t.wrapping_mul(o),
-                    fi::FI_MIN => if o < t { o } else { t },
-                    fi::FI_MAX => if o > t { o } else { t },
-                    fi::FI_BAND => t & o,
-                    fi::FI_BOR => t | o,
-                    fi::FI_BXOR => t ^ o,
-                    fi::FI_LAND => (truth(t) && truth(o)) as $t,
-                    fi::FI_LOR => (truth(t) || truth(o)) as $t,
-                    fi::FI_LXOR => (truth(t) != truth(o)) as $t,
-                    fi::FI_ATOMIC_WRITE => o,
-                    fi::FI_ATOMIC_READ => t,
+                    AtomicOp::Sum => t.wrapping_add(o),
+                    AtomicOp::Prod => t.wrapping_mul(o),
+                    AtomicOp::Min => if o < t { o } else { t },
+                    AtomicOp::Max => if o > t { o } else { t },
+                    AtomicOp::Band => t & o,
+                    AtomicOp::Bor => t | o,
+                    AtomicOp::Bxor => t ^ o,
+                    AtomicOp::Land => (truth(t) && truth(o)) as $t,
+                    AtomicOp::Lor => (truth(t) || truth(o)) as $t,
+                    AtomicOp::Lxor => (truth(t) != truth(o)) as $t,
+                    AtomicOp::Replace => o,
+                    AtomicOp::Read => t,
                     _ => return None,
                 })
             }
@@ -110,14 +90,14 @@ macro_rules! float_prim {
             fn to_bits(self) -> $bits {
                 <$t>::to_bits(self)
             }
-            fn apply(op: u32, t: Self, o: Self) -> Option<Self> {
+            fn apply(op: AtomicOp, t: Self, o: Self) -> Option<Self> {
                 Some(match op {
-                    fi::FI_SUM => t + o,
-                    fi::FI_PROD => t * o,
-                    fi::FI_MIN => if o < t { o } else { t },
-                    fi::FI_MAX => if o > t { o } else { t },
-                    fi::FI_ATOMIC_WRITE => o,
-                    fi::FI_ATOMIC_READ => t,
+                    AtomicOp::Sum => t + o,
+                    AtomicOp::Prod => t * o,
+                    AtomicOp::Min => if o < t { o } else { t },
+                    AtomicOp::Max => if o > t { o } else { t },
+                    AtomicOp::Replace => o,
+                    AtomicOp::Read => t,
                     _ => return None,
                 })
             }
@@ -203,7 +183,7 @@ from_ne!(u8, u16, u32, u64);
 /// concurrently only through atomics.
 unsafe fn run<P, C>(
     base: *mut u8,
-    op: u32,
+    op: AtomicOp,
     src: &[u8],
     mut fetched: Option<&mut [u8]>,
     count: usize,
@@ -217,14 +197,14 @@ where
     for i in 0..count {
         // SAFETY: i < count; the caller guarantees the range and alignment.
         let cell = unsafe { C::at(base.add(i * size)) };
-        let o: P = if op == fi::FI_ATOMIC_READ {
+        let o: P = if op == AtomicOp::Read {
             P::from_bits(cell.load())
         } else {
             element(src, i)
         };
         let old = match op {
-            fi::FI_ATOMIC_READ => cell.load(),
-            fi::FI_ATOMIC_WRITE => cell.swap(o.to_bits()),
+            AtomicOp::Read => cell.load(),
+            AtomicOp::Replace => cell.swap(o.to_bits()),
             _ => {
                 let mut cur = cell.load();
                 loop {
@@ -275,23 +255,21 @@ fn range(mem: &Memory<'_>, offset: usize, size: usize, count: usize) -> Result<*
 pub fn accumulate(
     mem: &Memory<'_>,
     offset: usize,
-    what: AtomicOp,
+    what: Atomic,
     src: &[u8],
     fetched: Option<&mut [u8]>,
 ) -> Result<()> {
-    let AtomicOp {
+    let Atomic {
         op,
         datatype,
         count,
     } = what;
     if !supports(op, datatype) {
-        return Err(Error::Unsupported(format!(
-            "CPU atomic op {op} on datatype {datatype}"
-        )));
+        return Err(Error::Unsupported(format!("CPU atomic {op} on {datatype}")));
     }
-    let size = element_size(datatype).unwrap_or(1);
+    let size = datatype.size();
     let bytes = count.saturating_mul(size);
-    if op != fi::FI_ATOMIC_READ && src.len() != bytes {
+    if op != AtomicOp::Read && src.len() != bytes {
         return Err(Error::InvalidArgument(format!(
             "accumulate of {count} elements with {} source bytes",
             src.len()
@@ -308,20 +286,19 @@ pub fn accumulate(
     // or through raw copies (see `Memory`), never through references.
     let done = unsafe {
         match datatype {
-            fi::FI_INT8 => run::<i8, AtomicU8>(base, op, src, fetched, count),
-            fi::FI_UINT8 => run::<u8, AtomicU8>(base, op, src, fetched, count),
-            fi::FI_INT16 => run::<i16, AtomicU16>(base, op, src, fetched, count),
-            fi::FI_UINT16 => run::<u16, AtomicU16>(base, op, src, fetched, count),
-            fi::FI_INT32 => run::<i32, AtomicU32>(base, op, src, fetched, count),
-            fi::FI_UINT32 => run::<u32, AtomicU32>(base, op, src, fetched, count),
-            fi::FI_INT64 => run::<i64, AtomicU64>(base, op, src, fetched, count),
-            fi::FI_UINT64 => run::<u64, AtomicU64>(base, op, src, fetched, count),
-            fi::FI_FLOAT => run::<f32, AtomicU32>(base, op, src, fetched, count),
-            fi::FI_DOUBLE => run::<f64, AtomicU64>(base, op, src, fetched, count),
-            _ => None,
+            Datatype::I8 => run::<i8, AtomicU8>(base, op, src, fetched, count),
+            Datatype::U8 => run::<u8, AtomicU8>(base, op, src, fetched, count),
+            Datatype::I16 => run::<i16, AtomicU16>(base, op, src, fetched, count),
+            Datatype::U16 => run::<u16, AtomicU16>(base, op, src, fetched, count),
+            Datatype::I32 => run::<i32, AtomicU32>(base, op, src, fetched, count),
+            Datatype::U32 => run::<u32, AtomicU32>(base, op, src, fetched, count),
+            Datatype::I64 => run::<i64, AtomicU64>(base, op, src, fetched, count),
+            Datatype::U64 => run::<u64, AtomicU64>(base, op, src, fetched, count),
+            Datatype::F32 => run::<f32, AtomicU32>(base, op, src, fetched, count),
+            Datatype::F64 => run::<f64, AtomicU64>(base, op, src, fetched, count),
         }
     };
-    done.ok_or_else(|| Error::Unsupported(format!("CPU atomic op {op} on datatype {datatype}")))
+    done.ok_or_else(|| Error::Unsupported(format!("CPU atomic {op} on {datatype}")))
 }
 
 /// Compare-and-swap of one element of `datatype` at byte `offset` of `mem`:
@@ -330,14 +307,12 @@ pub fn accumulate(
 pub fn compare_swap(
     mem: &Memory<'_>,
     offset: usize,
-    datatype: u32,
+    datatype: Datatype,
     compare: &[u8],
     swap: &[u8],
     old: &mut [u8],
 ) -> Result<()> {
-    let size = element_size(datatype).ok_or_else(|| {
-        Error::Unsupported(format!("CPU compare-and-swap on datatype {datatype}"))
-    })?;
+    let size = datatype.size();
     if compare.len() != size || swap.len() != size || old.len() != size {
         return Err(Error::InvalidArgument(format!(
             "compare-and-swap of one {size}-byte element with buffers of {}, {} and {} bytes",

@@ -15,12 +15,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::Memory;
+use super::{Datatype, Memory};
 use crate::error::{Error, Result};
 
 struct Entry {
     mem: Memory<'static>,
-    datatype: u32,
+    datatype: Datatype,
     policy: u64,
 }
 
@@ -49,12 +49,12 @@ impl ExposedTable {
     }
 
     /// Exposes `mem` as window `id` holding elements of `datatype`
-    /// (`fi_datatype`); `policy` is a word the handler interprets.
+    /// ; `policy` is a word the handler interprets.
     pub fn expose(
         self: &Arc<Self>,
         id: u64,
         mem: &Memory<'_>,
-        datatype: u32,
+        datatype: Datatype,
         policy: u64,
     ) -> Result<Exposure> {
         let mut map = self.write();
@@ -78,7 +78,7 @@ impl ExposedTable {
     }
 
     /// Runs `f` on window `id`'s memory, datatype and policy, if exposed.
-    pub fn with<R>(&self, id: u64, f: impl FnOnce(&Memory<'_>, u32, u64) -> R) -> Option<R> {
+    pub fn with<R>(&self, id: u64, f: impl FnOnce(&Memory<'_>, Datatype, u64) -> R) -> Option<R> {
         let map = self.read();
         let e = map.get(&id)?;
         Some(f(&e.mem, e.datatype, e.policy))

@@ -1,9 +1,14 @@
 //! The transport layer: moving bytes between registered memories.
 //!
-//! [`Transport`] is what the layers above need from a network back-end:
-//! lazily added peers, memory registration, put/get to a remote address and
-//! key, and a progress function. The libfabric back-end is [`ofi`]; a native
-//! verbs back-end will implement the same trait.
+//! [`Transport`] is the seam between the protocols above and the network
+//! back-ends below: peers connected on first contact, memory registration,
+//! put/get/atomics to a remote address and key, messages for the protocols
+//! that need the target's CPU, progress and the event sources an idle
+//! progress agent sleeps on. What a back-end can do is a [`Caps`] value
+//! (capability flags); the layers above choose protocols from it, never
+//! from a back-end's name. The vocabulary ([`Datatype`], [`AtomicOp`],
+//! [`Atomic`]) is the crate's own; each back-end maps it to its values.
+//! Back-ends: [`ofi`] (libfabric).
 //!
 //! Buffer ownership is the transport's business: a blocking [`Transport::put`]
 //! returns only when the caller's buffer may be reused, a blocking
@@ -12,6 +17,7 @@
 //! operation completes.
 
 pub mod am;
+pub mod caps;
 pub mod completion;
 pub mod cpu_atomic;
 pub mod exposed;
@@ -19,79 +25,18 @@ pub mod inflight;
 pub mod memory;
 pub mod ofi;
 pub mod shm;
+pub mod vocab;
 
 use std::any::Any;
 use std::sync::Arc;
 
+pub use caps::{AtomicTable, Caps, MrCaps, RemoteCompletion};
 pub use completion::Completion;
 pub use inflight::InFlight;
 pub use memory::Memory;
+pub use vocab::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype};
 
 use crate::error::Result;
-
-/// What a back-end can do, as negotiated with the provider.
-#[derive(Debug, Clone)]
-pub struct TransportProps {
-    /// Provider name, e.g. `tcp;ofi_rxm`.
-    pub provider: String,
-    /// Fabric and domain (NIC) names.
-    pub fabric: String,
-    /// Domain name.
-    pub domain: String,
-    /// Local buffers must be registered (`FI_MR_LOCAL`).
-    pub mr_local: bool,
-    /// Remote addresses are virtual addresses (`FI_MR_VIRT_ADDR`), else offsets.
-    pub virt_addr: bool,
-    /// The provider chooses keys (`FI_MR_PROV_KEY`).
-    pub prov_key: bool,
-    /// Registrations are bound to the endpoint (`FI_MR_ENDPOINT`).
-    pub mr_endpoint: bool,
-    /// Largest `fi_inject_write` payload.
-    pub inject_size: usize,
-    /// Largest single transfer.
-    pub max_msg_size: usize,
-    /// RMA reads are ordered after earlier RMA writes to the same peer
-    /// (`FI_ORDER_RMA_RAW`): a flush is one small read. Otherwise every write
-    /// asks for `FI_DELIVERY_COMPLETE` and a flush waits for completions.
-    pub ordered_raw: bool,
-    /// The endpoint offers `FI_ATOMIC`.
-    pub atomics: bool,
-    /// Atomic fetches are ordered after earlier atomic updates to the same
-    /// peer (`FI_ORDER_ATOMIC_RAW`) and a 64-bit atomic read is offered:
-    /// atomic updates complete locally and a flush is one atomic read.
-    /// Otherwise every atomic update asks for `FI_DELIVERY_COMPLETE`.
-    pub ordered_atomic_raw: bool,
-    /// Every atomic ordering (`FI_ORDER_ATOMIC_{RAR,RAW,WAR,WAW}`) is
-    /// promised, so several request-based atomics to one peer may be
-    /// outstanding at once without losing MPI's default accumulate ordering.
-    pub ordered_atomics: bool,
-    /// The `FI_ORDER_ATOMIC_{RAR,RAW,WAR,WAW}` bits the provider promises.
-    pub atomic_order: u64,
-}
-
-/// The three families of atomic operations, as `fi_atomicvalid`,
-/// `fi_fetch_atomicvalid` and `fi_compare_atomicvalid` ask about them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AtomicKind {
-    /// `fi_atomic`: update, nothing returned.
-    Update,
-    /// `fi_fetch_atomic`: update, the previous value returned.
-    Fetch,
-    /// `fi_compare_atomic`: compare-and-swap family.
-    Compare,
-}
-
-/// What an atomic operation does: a libfabric `fi_op` on elements of a
-/// libfabric `fi_datatype`, `count` elements of `data.len() / count` bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AtomicOp {
-    /// `fi_op` value (`FI_SUM`, `FI_ATOMIC_READ`, ...).
-    pub op: u32,
-    /// `fi_datatype` value (`FI_INT64`, ...).
-    pub datatype: u32,
-    /// Number of elements.
-    pub count: usize,
-}
 
 /// Where an operation lands: an address in the target's registration and its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,8 +144,8 @@ pub trait Receiver: Send + Sync {
 pub trait Transport: Send + Sync {
     /// Counters.
     fn stats(&self) -> TransportStats;
-    /// Negotiated properties.
-    fn props(&self) -> &TransportProps;
+    /// What the back-end can do (fixed once it is open).
+    fn caps(&self) -> &Caps;
     /// This process's endpoint address, to publish to peers.
     fn address(&self) -> &[u8];
     /// Makes `rank` reachable at `address` (idempotent).
@@ -228,29 +173,26 @@ pub trait Transport: Send + Sync {
     /// Writes one 64-bit word and returns once it is visible at the target
     /// (synchronization flags).
     fn put_signal(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()>;
-    /// Largest element count of one `kind` call of `op` on `datatype`, `None`
-    /// when the provider does not offer it (answers are cached).
-    fn atomic_valid(&self, op: u32, datatype: u32, kind: AtomicKind) -> Option<usize>;
     /// Applies `what` with the elements of `data` to `dst` at `target`;
     /// returns when `data` may be reused. Counts above the provider's limit
     /// are split into several calls.
-    fn atomic(&self, target: usize, what: AtomicOp, data: &[u8], dst: RemoteAddr) -> Result<()>;
+    fn atomic(&self, target: usize, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()>;
     /// As [`Transport::atomic`], and returns the previous target values in
     /// `result` (same length as `data`) once they arrived.
     fn fetch_atomic(
         &self,
         target: usize,
-        what: AtomicOp,
+        what: Atomic,
         data: &[u8],
         result: &mut [u8],
         dst: RemoteAddr,
     ) -> Result<()>;
-    /// Compare-and-swap of one element (`FI_CSWAP`): writes `swap` where the
-    /// target equals `compare`; the previous value lands in `result`.
+    /// Compare-and-swap of one element: writes `swap` where the target's
+    /// bits equal `compare`'s; the previous value lands in `result`.
     fn compare_atomic(
         &self,
         target: usize,
-        datatype: u32,
+        datatype: Datatype,
         compare: &[u8],
         swap: &[u8],
         result: &mut [u8],
@@ -260,7 +202,7 @@ pub trait Transport: Send + Sync {
     fn atomic_async(
         &self,
         target: usize,
-        what: AtomicOp,
+        what: Atomic,
         src: &InFlight,
         dst: RemoteAddr,
     ) -> Result<()>;
@@ -269,7 +211,7 @@ pub trait Transport: Send + Sync {
     fn fetch_atomic_async(
         &self,
         target: usize,
-        what: AtomicOp,
+        what: Atomic,
         data: Vec<u8>,
         result: &InFlight,
         dst: RemoteAddr,

@@ -8,11 +8,11 @@
 //! |---|---|
 //! | 0–7 | window id |
 //! | 8–15 | byte offset in the target window |
-//! | 16–19 | `fi_op` (`FI_CSWAP` for compare-and-swap) |
-//! | 20–23 | `fi_datatype` |
+//! | 16–19 | operation code (`transport::AtomicOp`, `Cswap` for compare-and-swap) |
+//! | 20–23 | datatype code (`transport::Datatype`) |
 //! | 24–27 | element count |
 //! | 28–31 | flags: bit 0 = fetch (the reply carries the previous values) |
-//! | 32– | operands: `count` elements; none for `FI_ATOMIC_READ`; compare then swap for `FI_CSWAP` |
+//! | 32– | operands: `count` elements; none for `Read`; compare then swap for `Cswap` |
 //!
 //! The reply payload is empty (an acknowledgement) or, when fetching, the
 //! `count` previous values. Every field is validated before memory is
@@ -20,13 +20,10 @@
 
 use std::sync::Arc;
 
-use libfabric_sys as fi;
-
-use crate::api::op::AnyOp;
 use crate::transport::am::{Handler, MAX_PAYLOAD};
-use crate::transport::cpu_atomic::{self, element_size};
+use crate::transport::cpu_atomic;
 use crate::transport::exposed::ExposedTable;
-use crate::transport::AtomicOp;
+use crate::transport::{Atomic, AtomicOp, Datatype};
 
 /// Bytes of the request fields before the operands.
 pub const REQUEST_BYTES: usize = 32;
@@ -34,32 +31,30 @@ pub const REQUEST_BYTES: usize = 32;
 /// every element size, so segments never split an element.
 pub const SEGMENT_BYTES: usize = (MAX_PAYLOAD - REQUEST_BYTES) / 8 * 8;
 
-/// Bit of `op` in a window's software-path mask (`AnyOp::ALL` order, then
-/// compare-and-swap); `None` for values that are no accumulate operation.
-pub fn op_bit(op: u32) -> Option<u32> {
-    if op == fi::FI_CSWAP {
-        return Some(AnyOp::ALL.len() as u32);
-    }
-    AnyOp::ALL
-        .iter()
-        .position(|o| o.fi_op() == op)
-        .map(|i| i as u32)
+/// Bit of `op` in a window's software-path mask: its code (`Sum` = 0 ...
+/// `Cswap` = 12). Bit 63 is no operation's (the operation table uses it
+/// for batched puts).
+pub fn op_bit(op: AtomicOp) -> u32 {
+    u32::from(op.code())
 }
 
 /// The check every handler applying a peer's operation makes: the window
-/// (elements of fi_datatype `held`, software-path mask `mask`) may apply
-/// `op` on `datatype` by CPU atomics. Bit 63 of a mask is no operation's
-/// (the operation table uses it for batched puts).
-pub fn check_software_op(held: u32, datatype: u32, op: u32, mask: u64) -> Result<(), String> {
+/// (elements of `held`, software-path mask `mask`) may apply `op` on
+/// `datatype` by CPU atomics.
+pub fn check_software_op(
+    held: Datatype,
+    datatype: Datatype,
+    op: AtomicOp,
+    mask: u64,
+) -> Result<(), String> {
     if datatype != held {
         return Err(format!(
-            "the window holds fi_datatype {held}, the message fi_datatype {datatype}"
+            "the window holds {held} elements, the message {datatype}"
         ));
     }
-    let bit = op_bit(op).unwrap_or(u32::MAX);
-    if bit >= 63 || mask & (1u64 << bit) == 0 {
+    if mask & (1u64 << op_bit(op)) == 0 {
         return Err(format!(
-            "the window runs fi_op {op} on the hardware path here; a software \
+            "the window runs {op} on the hardware path here; a software \
              update would not be atomic with it"
         ));
     }
@@ -73,10 +68,10 @@ pub struct Request<'a> {
     pub window: u64,
     /// Byte offset in the target window.
     pub offset: u64,
-    /// `fi_op`, or `FI_CSWAP`.
-    pub op: u32,
-    /// `fi_datatype`.
-    pub datatype: u32,
+    /// The operation (`Cswap` for compare-and-swap).
+    pub op: AtomicOp,
+    /// The element type.
+    pub datatype: Datatype,
     /// Elements.
     pub count: u32,
     /// Whether the reply carries the previous values.
@@ -91,8 +86,8 @@ impl<'a> Request<'a> {
         let mut m = Vec::with_capacity(REQUEST_BYTES + self.data.len());
         m.extend_from_slice(&self.window.to_le_bytes());
         m.extend_from_slice(&self.offset.to_le_bytes());
-        m.extend_from_slice(&self.op.to_le_bytes());
-        m.extend_from_slice(&self.datatype.to_le_bytes());
+        m.extend_from_slice(&u32::from(self.op.code()).to_le_bytes());
+        m.extend_from_slice(&u32::from(self.datatype.code()).to_le_bytes());
         m.extend_from_slice(&self.count.to_le_bytes());
         m.extend_from_slice(&(self.fetch as u32).to_le_bytes());
         m.extend_from_slice(self.data);
@@ -111,11 +106,15 @@ impl<'a> Request<'a> {
         }
         let w32 = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
         let w64 = |i: usize| u64::from(w32(i)) | (u64::from(w32(i + 4)) << 32);
+        let op = AtomicOp::from_code(w32(16).into())
+            .ok_or_else(|| format!("unknown operation code {}", w32(16)))?;
+        let datatype = Datatype::from_code(w32(20).into())
+            .ok_or_else(|| format!("unknown datatype code {}", w32(20)))?;
         let r = Request {
             window: w64(0),
             offset: w64(8),
-            op: w32(16),
-            datatype: w32(20),
+            op,
+            datatype,
             count: w32(24),
             fetch: w32(28) == 1,
             data: &p[REQUEST_BYTES..],
@@ -123,11 +122,10 @@ impl<'a> Request<'a> {
         if w32(28) > 1 {
             return Err(format!("unknown accumulate flags {:#x}", w32(28)));
         }
-        let size = element_size(r.datatype)
-            .ok_or_else(|| format!("unknown fi_datatype {}", r.datatype))?;
-        if op_bit(r.op).is_none() {
-            return Err(format!("unknown fi_op {}", r.op));
+        if !op.defined_on(datatype) {
+            return Err(format!("{op} is not defined on {datatype}"));
         }
+        let size = datatype.size();
         let count = r.count as usize;
         if count == 0 || count.saturating_mul(size) > SEGMENT_BYTES {
             return Err(format!(
@@ -136,20 +134,20 @@ impl<'a> Request<'a> {
             ));
         }
         let operands = match r.op {
-            fi::FI_ATOMIC_READ => 0,
-            fi::FI_CSWAP if count == 1 => 2 * size,
-            fi::FI_CSWAP => return Err(format!("compare-and-swap of {count} elements")),
+            AtomicOp::Read => 0,
+            AtomicOp::Cswap if count == 1 => 2 * size,
+            AtomicOp::Cswap => return Err(format!("compare-and-swap of {count} elements")),
             _ => count * size,
         };
         if r.data.len() != operands {
             return Err(format!(
-                "{} operand bytes for fi_op {} on {count} elements of {size} bytes",
+                "{} operand bytes for {} on {count} elements of {size} bytes",
                 r.data.len(),
                 r.op
             ));
         }
-        if !r.fetch && matches!(r.op, fi::FI_ATOMIC_READ | fi::FI_CSWAP) {
-            return Err(format!("fi_op {} must fetch", r.op));
+        if !r.fetch && matches!(r.op, AtomicOp::Read | AtomicOp::Cswap) {
+            return Err(format!("{} must fetch", r.op));
         }
         Ok(r)
     }
@@ -175,16 +173,16 @@ impl Handler for AccumulateHandler {
             check_software_op(datatype, r.datatype, r.op, software)
                 .map_err(|m| format!("window {id}, accumulate from rank {from}: {m}"))?;
             let offset = usize::try_from(r.offset).map_err(|_| "offset overflows".to_string())?;
-            let size = element_size(datatype).unwrap_or(1);
+            let size = datatype.size();
             let bytes = r.count as usize * size;
             let out = reply
                 .get_mut(..bytes)
                 .ok_or_else(|| format!("a reply of {bytes} bytes does not fit"))?;
-            let done = if r.op == fi::FI_CSWAP {
+            let done = if r.op == AtomicOp::Cswap {
                 let (cmp, swap) = r.data.split_at(size);
                 cpu_atomic::compare_swap(mem, offset, datatype, cmp, swap, out)
             } else {
-                let what = AtomicOp {
+                let what = Atomic {
                     op: r.op,
                     datatype,
                     count: r.count as usize,

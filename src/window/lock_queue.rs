@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::epoch::LockType;
 use crate::error::{Error, Result};
-use crate::transport::Memory;
+use crate::transport::{Datatype, Memory};
 
 /// One request in the ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,8 +194,8 @@ pub struct Entry {
     pub queue: Mutex<LockQueue>,
     /// Window memory (`None` for dynamic windows: no operation in messages).
     pub mem: Option<Memory<'static>>,
-    /// `fi_datatype` of the elements.
-    pub datatype: u32,
+    /// Type of the elements.
+    pub datatype: Datatype,
     /// Accumulate operations (bit `op_bit`) that may be applied by this
     /// CPU: those on the software or CPU-atomic path.
     pub cpu_ops: u64,
@@ -230,7 +230,7 @@ impl LockTable {
         id: u64,
         capacity: usize,
         mem: Option<&Memory<'_>>,
-        datatype: u32,
+        datatype: Datatype,
         cpu_ops: u64,
     ) -> Result<LockExposure> {
         let mut map = self.write();

@@ -14,8 +14,8 @@
 //! | 8–15 | window id |
 //! | 16–23 | ticket (poll, cancel), else 0 |
 //! | 24–31 | byte offset of the operation in the target window, else 0 |
-//! | 32–35 | `fi_op` (accumulate), else 0 |
-//! | 36–39 | `fi_datatype` (accumulate), else 0 |
+//! | 32–35 | operation code (accumulate), else 0 |
+//! | 36–39 | datatype code (accumulate), else 0 |
 //! | 40– | operation bytes (put data or accumulate operands) |
 //!
 //! Reply payload, 16 bytes: byte 0 status (1 granted — the carried
@@ -27,13 +27,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use libfabric_sys as fi;
-
 use super::am_accumulate::op_bit;
 use super::lock_queue::{Acquire, Entry, LockTable};
 use crate::epoch::LockType;
 use crate::transport::am::{Handler, MAX_PAYLOAD};
-use crate::transport::{cpu_atomic, AtomicOp};
+use crate::transport::{cpu_atomic, Atomic, AtomicOp, Datatype};
 
 /// Bytes of the request fields before the operation bytes.
 pub const FIELDS: usize = 40;
@@ -62,11 +60,11 @@ pub enum Carried<'a> {
     None,
     /// Copy `data` to byte `offset`.
     Put { offset: u64, data: &'a [u8] },
-    /// Apply `fi_op` with `data` (elements of `datatype`) at byte `offset`.
+    /// Apply `op` with `data` (elements of `datatype`) at byte `offset`.
     Accumulate {
         offset: u64,
-        op: u32,
-        datatype: u32,
+        op: AtomicOp,
+        datatype: Datatype,
         data: &'a [u8],
     },
 }
@@ -145,7 +143,7 @@ impl<'a> LockMsg<'a> {
                 op,
                 datatype,
                 data,
-            } => (2, offset, op, datatype, data),
+            } => (2, offset, op.code().into(), datatype.code().into(), data),
         };
         let mut m = Vec::with_capacity(FIELDS + data.len());
         m.push(self.sub as u8);
@@ -196,8 +194,10 @@ impl<'a> LockMsg<'a> {
             1 if fop == 0 && datatype == 0 && !data.is_empty() => Carried::Put { offset, data },
             2 if !data.is_empty() => Carried::Accumulate {
                 offset,
-                op: fop,
-                datatype,
+                op: AtomicOp::from_code(fop.into())
+                    .ok_or_else(|| format!("lock message: unknown operation code {fop}"))?,
+                datatype: Datatype::from_code(datatype.into())
+                    .ok_or_else(|| format!("lock message: unknown datatype code {datatype}"))?,
                 data,
             },
             c => return Err(format!("lock message: malformed operation (code {c})")),
@@ -332,21 +332,21 @@ fn check_op(e: &Entry, op: &Carried<'_>) -> Result<(), String> {
         } => {
             if datatype != e.datatype {
                 return Err(format!(
-                    "accumulate on fi_datatype {datatype}, the window holds {}",
+                    "accumulate on {datatype}, the window holds {}",
                     e.datatype
                 ));
             }
-            let size = cpu_atomic::element_size(datatype).unwrap_or(0);
-            let allowed = op_bit(op).is_some_and(|b| b < 64 && e.cpu_ops & (1 << b) != 0);
+            let size = datatype.size();
+            let allowed = e.cpu_ops & (1 << op_bit(op)) != 0;
             if !allowed
                 || !cpu_atomic::supports(op, datatype)
-                || matches!(op, fi::FI_CSWAP | fi::FI_ATOMIC_READ)
+                || matches!(op, AtomicOp::Cswap | AtomicOp::Read)
             {
                 return Err(format!(
-                    "fi_op {op} may not be applied by this CPU on this window (hardware path or fetching op)"
+                    "op {op} may not be applied by this CPU on this window (hardware path or fetching op)"
                 ));
             }
-            if size == 0 || data.len() % size != 0 || offset % size as u64 != 0 {
+            if data.len() % size != 0 || offset % size as u64 != 0 {
                 return Err(format!(
                     "accumulate of {} bytes at byte {offset}",
                     data.len()
@@ -382,8 +382,8 @@ fn apply(e: &Entry, op: &Carried<'_>) -> Result<(), String> {
             datatype,
             data,
         } => {
-            let size = cpu_atomic::element_size(datatype).unwrap_or(1);
-            let what = AtomicOp {
+            let size = datatype.size();
+            let what = Atomic {
                 op,
                 datatype,
                 count: data.len() / size,

@@ -23,7 +23,7 @@
 
 use crate::api::world::World;
 use crate::error::{Error, Result};
-use crate::transport::RemoteAddr;
+use crate::transport::{RemoteAddr, RemoteCompletion};
 
 use super::directory::{self, Descriptor, REDUCE_ROUNDS, REDUCE_WORDS};
 
@@ -114,7 +114,7 @@ fn allreduce_max(world: &World, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Resu
             };
             let t = world.transport();
             t.put(to, &payload, at(off))?;
-            if t.props().ordered_raw {
+            if t.caps().completion == RemoteCompletion::OrderedRead {
                 let mut probe = [0u8; 8];
                 t.get(to, &mut probe, at(off))?;
             }

@@ -1,16 +1,14 @@
-//! A window's memo of which provider atomics exist for its element type
-//! (`Transport::atomic_valid` answers under a mutex and a hash lookup; the
-//! answer for one window never changes). One atomic word per
-//! `AtomicKind`, two bits per `fi_op` below 32: known, valid.
+//! Which back-end atomics exist for a window's element type: the rows of the
+//! back-end's capability table for that type, copied at creation into one
+//! word per `AtomicKind` (bit = operation code), so the per-operation check
+//! is a bit test, with no call into the back-end.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::transport::AtomicKind;
+use crate::transport::{AtomicKind, AtomicOp, AtomicTable, Datatype};
 
 /// See the module doc.
-#[derive(Default)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ValidOps {
-    words: [AtomicU64; 3],
+    words: [u16; 3],
 }
 
 fn index(kind: AtomicKind) -> usize {
@@ -22,22 +20,23 @@ fn index(kind: AtomicKind) -> usize {
 }
 
 impl ValidOps {
-    /// Whether `op` of `kind` is offered: remembered, else `ask` (and
-    /// remembered when `op` < 32). Concurrent askers store the same answer.
-    #[inline]
-    pub fn get(&self, op: u32, kind: AtomicKind, ask: impl FnOnce() -> bool) -> bool {
-        if op >= 32 {
-            return ask();
+    /// The calls `table` offers on `datatype`.
+    pub fn of(table: &AtomicTable, datatype: Datatype) -> ValidOps {
+        let mut v = ValidOps::default();
+        for kind in AtomicKind::ALL {
+            for op in AtomicOp::ALL {
+                if table.offers(op, datatype, kind) {
+                    v.words[index(kind)] |= 1 << op.code();
+                }
+            }
         }
-        let w = &self.words[index(kind)];
-        let (known, valid) = (1u64 << (2 * op), 1u64 << (2 * op + 1));
-        let bits = w.load(Ordering::Relaxed);
-        if bits & known != 0 {
-            return bits & valid != 0;
-        }
-        let v = ask();
-        w.fetch_or(known | if v { valid } else { 0 }, Ordering::Relaxed);
         v
+    }
+
+    /// Whether `op` of `kind` is offered.
+    #[inline]
+    pub fn get(&self, op: AtomicOp, kind: AtomicKind) -> bool {
+        self.words[index(kind)] & (1 << op.code()) != 0
     }
 }
 
@@ -46,18 +45,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn remembers_per_kind() {
-        let m = ValidOps::default();
-        assert!(m.get(3, AtomicKind::Fetch, || true));
-        assert!(m.get(3, AtomicKind::Fetch, || panic!("asked twice")));
-        assert!(!m.get(3, AtomicKind::Update, || false));
-        assert!(!m.get(3, AtomicKind::Update, || panic!("asked twice")));
-        assert!(m.get(40, AtomicKind::Compare, || true));
-        let mut n = 0;
-        m.get(40, AtomicKind::Compare, || {
-            n += 1;
-            true
-        });
-        assert_eq!(n, 1, "ops of 32 and up are not remembered");
+    fn copies_the_rows_of_one_type() {
+        let mut t = AtomicTable::none();
+        t.set(AtomicOp::Max, Datatype::F64, AtomicKind::Fetch, 1);
+        t.set(AtomicOp::Max, Datatype::I64, AtomicKind::Update, 1);
+        let v = ValidOps::of(&t, Datatype::F64);
+        assert!(v.get(AtomicOp::Max, AtomicKind::Fetch));
+        assert!(!v.get(AtomicOp::Max, AtomicKind::Update));
+        assert!(!v.get(AtomicOp::Sum, AtomicKind::Fetch));
     }
 }

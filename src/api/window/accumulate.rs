@@ -17,7 +17,7 @@ use crate::api::op::{AnyOp, FetchOpFor, OpFor};
 use crate::api::request::Request;
 use crate::error::{Error, Result};
 use crate::transport::inflight::Sink;
-use crate::transport::{AtomicKind, AtomicOp, InFlight};
+use crate::transport::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype, InFlight};
 use crate::window::directory::{Descriptor, MAGIC};
 
 /// Where an accumulate call goes: its byte offset, the target's descriptor,
@@ -31,9 +31,9 @@ pub(super) struct Route {
 }
 
 impl<T: Element> Window<'_, T> {
-    fn atomic_op(op: AnyOp, count: usize) -> AtomicOp {
-        AtomicOp {
-            op: op.fi_op(),
+    fn atomic_op(op: AnyOp, count: usize) -> Atomic {
+        Atomic {
+            op: op.atomic_op(),
             datatype: T::DATATYPE,
             count,
         }
@@ -62,22 +62,20 @@ impl<T: Element> Window<'_, T> {
                 )));
             }
         }
-        let fi_op = op.map_or(libfabric_sys::FI_CSWAP, AnyOp::fi_op);
+        let aop = op.map_or(AtomicOp::Cswap, AnyOp::atomic_op);
         // Every rank local with the direct path: CPU atomics (`direct.rs`).
         let cpu = self.cpu_atomics();
-        let software = !cpu && self.paths.software(fi_op);
+        let software = !cpu && self.paths.software(aop);
         let (off, d) = self.access(call, rank, disp, n)?;
         let queued = self.aggregates_accumulate(call, software, rank, n)?;
         if !software && !cpu {
-            let t = self.world.transport();
-            let valid = || t.atomic_valid(fi_op, T::DATATYPE, kind).is_some();
-            if !self.valid_ops.get(fi_op, kind, valid) {
+            if !self.valid_ops.get(aop, kind) {
                 return Err(Error::Unsupported(format!(
                     "window {}: {call} to rank {rank} at element offset {disp}, length {n}: \
-                     provider {} has no {kind:?} atomic for {} on {}",
+                     {} has no {} for {aop} on {}",
                     self.id,
                     self.world.provider(),
-                    op.map_or("CSWAP", AnyOp::name),
+                    kind.name(),
                     T::NAME
                 )));
             }
@@ -89,9 +87,13 @@ impl<T: Element> Window<'_, T> {
         // The software path promises no order between requests (handlers
         // may run on two threads at the target); the provider path promises
         // `atomic_order`.
-        let wanted = self.info.fi_order();
-        let promised = if software { 0 } else { self.props.atomic_order };
-        if promised & wanted != wanted && self.outstanding.pending() > 0 && !queued {
+        let wanted = self.info.order();
+        let promised = if software {
+            AtomicOrder::NONE
+        } else {
+            self.props.atomic_order
+        };
+        if !promised.contains(wanted) && self.outstanding.pending() > 0 && !queued {
             // Earlier operations in flight could be overtaken.
             self.complete_local()?;
         }
@@ -120,9 +122,9 @@ impl<T: Element> Window<'_, T> {
         }
         let ctrl = self.world.control(rank)?;
         let mut word = [0u8; 8];
-        let read = AtomicOp {
-            op: libfabric_sys::FI_ATOMIC_READ,
-            datatype: libfabric_sys::FI_UINT64,
+        let read = Atomic {
+            op: AtomicOp::Read,
+            datatype: Datatype::U64,
             count: 1,
         };
         self.world
@@ -181,7 +183,7 @@ impl<T: Element> Window<'_, T> {
             return Ok(());
         }
         if queued {
-            return self.queue_accumulate(rank, off, op.fi_op(), bytemuck::cast_slice(data));
+            return self.queue_accumulate(rank, off, op.atomic_op(), bytemuck::cast_slice(data));
         }
         if self.cpu_atomics() {
             let src = bytemuck::cast_slice(data);
@@ -190,7 +192,14 @@ impl<T: Element> Window<'_, T> {
         if software {
             // Acknowledgements count on the window's tracker (flush waits).
             let acks = Sink::counter(self.outstanding.clone());
-            return self.soft_post(rank, off, op.fi_op(), bytemuck::cast_slice(data), n, &acks);
+            return self.soft_post(
+                rank,
+                off,
+                op.atomic_op(),
+                bytemuck::cast_slice(data),
+                n,
+                &acks,
+            );
         }
         let posted = self.world.transport().atomic(
             rank,
@@ -237,7 +246,7 @@ impl<T: Element> Window<'_, T> {
         }
         if software {
             let res = bytemuck::cast_slice_mut(result);
-            return self.soft_fetch(rank, off, op.fi_op(), &data, n, res);
+            return self.soft_fetch(rank, off, op.atomic_op(), &data, n, res);
         }
         self.world.transport().fetch_atomic(
             rank,
@@ -295,7 +304,14 @@ impl<T: Element> Window<'_, T> {
         }
         if software {
             let res = bytemuck::cast_slice_mut(&mut old);
-            self.soft_fetch(rank, off, op.fi_op(), bytemuck::bytes_of(&value), 1, res)?;
+            self.soft_fetch(
+                rank,
+                off,
+                op.atomic_op(),
+                bytemuck::bytes_of(&value),
+                1,
+                res,
+            )?;
             return Ok(old[0]);
         }
         self.world.transport().fetch_atomic(
@@ -329,7 +345,7 @@ impl<T: Element> Window<'_, T> {
         if software {
             let operands = [bytemuck::bytes_of(&compare), bytemuck::bytes_of(&swap)].concat();
             let res = bytemuck::cast_slice_mut(&mut old);
-            self.soft_fetch(rank, off, libfabric_sys::FI_CSWAP, &operands, 1, res)?;
+            self.soft_fetch(rank, off, AtomicOp::Cswap, &operands, 1, res)?;
             return Ok(old[0]);
         }
         self.world.transport().compare_atomic(
@@ -387,7 +403,7 @@ impl<T: Element> Window<'_, T> {
             // window's tracker, as for `accumulate`.
             let acks = Sink::counter(self.outstanding.clone());
             let bytes: &[u8] = bytemuck::cast_slice(data.as_mut());
-            self.soft_post(rank, off, op.fi_op(), bytes, n, &acks)?;
+            self.soft_post(rank, off, op.atomic_op(), bytes, n, &acks)?;
             return Ok(Request::new(t, InFlight::new(data, None), what));
         }
         let f = InFlight::new(data, Some(self.outstanding.clone()));
@@ -442,7 +458,7 @@ impl<T: Element> Window<'_, T> {
             // Replies deliver into the request's buffer (counted on the
             // request and the window); a failed post leaves the parts sent
             // so far to complete before the buffer comes back.
-            self.soft_post(rank, off, op.fi_op(), &origin, n, &f.sink())?;
+            self.soft_post(rank, off, op.atomic_op(), &origin, n, &f.sink())?;
             return Ok(Request::new(t, f, what));
         }
         t.fetch_atomic_async(

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::ops::{self, Entry, OpTable, Queued, TargetElem};
 use crate::transport::am::kind;
 use crate::transport::inflight::Sink;
-use crate::transport::Completion;
+use crate::transport::{AtomicOp, Completion};
 
 /// A window's operation table and the acknowledgements of its batches.
 ///
@@ -43,10 +43,11 @@ pub(super) struct Aggregation {
 }
 
 impl Aggregation {
-    /// The table of window `id`, if aggregation is on for `provider`.
-    pub(super) fn new(id: u64, shared: &Arc<ops::Shared>, provider: &str) -> Option<Self> {
+    /// The table of window `id`, if aggregation is on for a back-end
+    /// that does (`batch_small`) or does not prefer batching.
+    pub(super) fn new(id: u64, shared: &Arc<ops::Shared>, batch_small: bool) -> Option<Self> {
         let c = shared.config;
-        ops::enabled(c.mode, provider).then(|| Aggregation {
+        ops::enabled(c.mode, batch_small).then(|| Aggregation {
             table: Mutex::new(OpTable::new(id, shared.clone())),
             acks: Arc::new(Completion::new()),
             shipping: AtomicUsize::new(0),
@@ -82,8 +83,8 @@ impl<T: Element> Window<'_, T> {
             rank,
             &Entry {
                 class: ops::PUT,
-                op: 0,
-                datatype: 0,
+                op: None,
+                datatype: None,
                 offset: off as u64,
                 data,
             },
@@ -109,7 +110,7 @@ impl<T: Element> Window<'_, T> {
         // call can conflict with queued ones (a put and an accumulate to one
         // location in one epoch is undefined in MPI anyway).
         if !queued && software {
-            self.batches_before(rank, self.info.fi_order() != 0)?;
+            self.batches_before(rank, !self.info.order().is_empty())?;
         }
         Ok(queued)
     }
@@ -119,13 +120,13 @@ impl<T: Element> Window<'_, T> {
         &self,
         rank: usize,
         off: usize,
-        fi_op: u32,
+        op: AtomicOp,
         data: &[u8],
     ) -> Result<()> {
         let e = Entry {
             class: ops::ACCUMULATE,
-            op: fi_op,
-            datatype: T::DATATYPE,
+            op: Some(op),
+            datatype: Some(T::DATATYPE),
             offset: off as u64,
             data,
         };
@@ -206,7 +207,7 @@ impl<T: Element> Window<'_, T> {
             return Ok(());
         };
         let has_acc = t.ops.iter().any(|o| o.class == ops::ACCUMULATE);
-        if has_acc && self.info.fi_order() != 0 {
+        if has_acc && !self.info.order().is_empty() {
             self.wait_acks(a)?;
         }
         let (id, me, rank) = (self.id, self.me, t.rank);

@@ -103,7 +103,9 @@ impl<'a, T: Element> Window<'a, T> {
         };
         let agg = match dynamic {
             true => None,
-            false => aggregate::Aggregation::new(id, &world.ops, world.provider()),
+            false => {
+                aggregate::Aggregation::new(id, &world.ops, world.transport().caps().batch_small)
+            }
         };
         Ok(Prepared {
             paths,

@@ -24,7 +24,7 @@ use super::Window;
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
-use crate::transport::{cpu_atomic, shm, AtomicOp, Memory};
+use crate::transport::{cpu_atomic, shm, Atomic, Memory};
 use crate::window::directory::Descriptor;
 use crate::window::mappings::{FLAG_CONTIG, FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
 
@@ -148,7 +148,7 @@ impl<T: Element> Window<'_, T> {
     pub(super) fn cpu_accumulate(
         &self,
         (rank, off, d): (usize, usize, &Descriptor),
-        what: AtomicOp,
+        what: Atomic,
         src: &[u8],
         fetched: Option<&mut [u8]>,
     ) -> Result<()> {

@@ -247,7 +247,7 @@ impl<'a, T: Element> Window<'a, T> {
             }
         };
         let r = region.ok_or_else(|| self.not_attached(rank, addr, bytes))?;
-        let base = if self.world.transport_props().virt_addr {
+        let base = if self.world.transport().caps().mr.virt_addr {
             addr
         } else {
             addr - r.addr

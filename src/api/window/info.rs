@@ -1,19 +1,17 @@
 //! Window creation hints (`MPI_Info` keys onesided understands) and the
 //! per-window choice of accumulate path they feed into.
 
-use libfabric_sys as fi;
-
 use crate::api::element::Element;
 use crate::api::op::AnyOp;
 use crate::config::AccumulateMode;
 use crate::error::{Error, Result};
-use crate::transport::{AtomicKind, Transport};
+use crate::transport::{AtomicKind, AtomicOp, AtomicOrder, Transport};
 use crate::window::am_accumulate::op_bit;
 
-const RAR: u8 = 1;
-const RAW: u8 = 2;
-const WAR: u8 = 4;
-const WAW: u8 = 8;
+const RAR: u8 = AtomicOrder::RAR.0;
+const RAW: u8 = AtomicOrder::RAW.0;
+const WAR: u8 = AtomicOrder::WAR.0;
+const WAW: u8 = AtomicOrder::WAW.0;
 
 /// Hints given at window creation, as MPI's `MPI_Info` keys
 /// `accumulate_ordering` and `accumulate_ops` (see `docs/semantics.md`) and,
@@ -109,17 +107,9 @@ impl WindowInfo {
         self.noncontig
     }
 
-    /// The `FI_ORDER_ATOMIC_*` bits the ordering hint asks for.
-    pub fn fi_order(&self) -> u64 {
-        [
-            (RAR, fi::FI_ORDER_ATOMIC_RAR),
-            (RAW, fi::FI_ORDER_ATOMIC_RAW),
-            (WAR, fi::FI_ORDER_ATOMIC_WAR),
-            (WAW, fi::FI_ORDER_ATOMIC_WAW),
-        ]
-        .iter()
-        .filter(|(b, _)| self.ordering & b != 0)
-        .fold(0, |acc, (_, f)| acc | f)
+    /// The orderings the `accumulate_ordering` hint asks for.
+    pub(crate) fn order(&self) -> AtomicOrder {
+        AtomicOrder(self.ordering)
     }
 
     /// Whether any ordering is asked for.
@@ -140,9 +130,9 @@ pub(crate) struct Paths {
 }
 
 /// Operations defined on `T` with the provider calls each needs.
-fn defined<T: Element>() -> Vec<(u32, &'static [AtomicKind], &'static str)> {
+fn defined<T: Element>() -> Vec<(AtomicOp, &'static [AtomicKind], &'static str)> {
     const BOTH: &[AtomicKind] = &[AtomicKind::Update, AtomicKind::Fetch];
-    let mut v: Vec<(u32, &'static [AtomicKind], &'static str)> = AnyOp::ALL
+    let mut v: Vec<(AtomicOp, &'static [AtomicKind], &'static str)> = AnyOp::ALL
         .into_iter()
         .filter(|op| T::INTEGER || !op.integer_only())
         .map(|op| {
@@ -151,10 +141,10 @@ fn defined<T: Element>() -> Vec<(u32, &'static [AtomicKind], &'static str)> {
             } else {
                 BOTH
             };
-            (op.fi_op(), kinds, op.name())
+            (op.atomic_op(), kinds, op.name())
         })
         .collect();
-    v.push((fi::FI_CSWAP, &[AtomicKind::Compare], "CSWAP"));
+    v.push((AtomicOp::Cswap, &[AtomicKind::Compare], "CSWAP"));
     v
 }
 
@@ -165,13 +155,14 @@ impl Paths {
         mode: AccumulateMode,
         info: &WindowInfo,
     ) -> Result<Paths> {
-        let has = |op, kind| t.atomic_valid(op, T::DATATYPE, kind).is_some();
-        Self::decide_with::<T>(&has, &t.props().provider, mode, info)
+        let caps = t.caps();
+        let has = |op, kind| caps.atomics.offers(op, T::DATATYPE, kind);
+        Self::decide_with::<T>(&has, &caps.name, mode, info)
     }
 
     /// The decision, given what the provider offers (`has(fi_op, kind)`).
     fn decide_with<T: Element>(
-        has: &dyn Fn(u32, AtomicKind) -> bool,
+        has: &dyn Fn(AtomicOp, AtomicKind) -> bool,
         provider: &str,
         mode: AccumulateMode,
         info: &WindowInfo,
@@ -180,7 +171,7 @@ impl Paths {
         let mut missing = 0u64;
         let mut names = Vec::new();
         for (op, kinds, name) in defined::<T>() {
-            let bit = 1u64 << op_bit(op).unwrap_or(63);
+            let bit = 1u64 << op_bit(op);
             all |= bit;
             if !kinds.iter().all(|k| has(op, *k)) {
                 missing |= bit;
@@ -215,9 +206,9 @@ impl Paths {
         }
     }
 
-    /// Whether `fi_op` runs on the software path.
-    pub(crate) fn software(&self, op: u32) -> bool {
-        op_bit(op).is_some_and(|b| self.software & (1 << b) != 0)
+    /// Whether `op` runs on the software path.
+    pub(crate) fn software(&self, op: AtomicOp) -> bool {
+        self.software & (1 << op_bit(op)) != 0
     }
 
     /// The descriptor flag bits (0–7) recording the decision, so that ranks
@@ -240,18 +231,15 @@ impl Paths {
 mod tests {
     use super::*;
 
-    fn no_prod(op: u32, _: AtomicKind) -> bool {
-        op != fi::FI_PROD
+    fn no_prod(op: AtomicOp, _: AtomicKind) -> bool {
+        op != AtomicOp::Prod
     }
 
     #[test]
     fn hints_parse() {
-        assert_eq!(WindowInfo::new().fi_order().count_ones(), 4);
+        assert_eq!(WindowInfo::new().order(), AtomicOrder::ALL);
         let i = WindowInfo::new().accumulate_ordering("raw, waw").unwrap();
-        assert_eq!(
-            i.fi_order(),
-            fi::FI_ORDER_ATOMIC_RAW | fi::FI_ORDER_ATOMIC_WAW
-        );
+        assert_eq!(i.order(), AtomicOrder::RAW | AtomicOrder::WAW);
         let none = WindowInfo::new().accumulate_ordering("none").unwrap();
         assert!(!none.ordered());
         for bad in ["", "raw,", "RAW", "none,rar", "x"] {
@@ -274,14 +262,19 @@ mod tests {
         assert_eq!(all_hw.flags(), 0);
         // Default hint: PROD missing puts every f64 op in software.
         let p = Paths::decide_with::<f64>(&no_prod, "p", auto, &def).unwrap();
-        for op in [fi::FI_SUM, fi::FI_PROD, fi::FI_ATOMIC_READ, fi::FI_CSWAP] {
+        for op in [
+            AtomicOp::Sum,
+            AtomicOp::Prod,
+            AtomicOp::Read,
+            AtomicOp::Cswap,
+        ] {
             assert!(p.software(op), "{op}");
         }
         assert_eq!(p.flags() & 3, 1);
         // same_op: only PROD.
         let q = Paths::decide_with::<f64>(&no_prod, "p", auto, &same_op).unwrap();
-        assert!(q.software(fi::FI_PROD) && !q.software(fi::FI_SUM));
-        assert!(!q.software(fi::FI_ATOMIC_READ));
+        assert!(q.software(AtomicOp::Prod) && !q.software(AtomicOp::Sum));
+        assert!(!q.software(AtomicOp::Read));
         assert_eq!(q.flags() & 3, 2);
         assert_ne!(p.flags(), q.flags());
         // hardware refuses, naming the op; software takes everything.
@@ -291,13 +284,13 @@ mod tests {
         assert!(e.contains("PROD") && e.contains("f64"), "{e}");
         let s =
             Paths::decide_with::<i8>(&|_, _| true, "p", AccumulateMode::Software, &def).unwrap();
-        assert!(s.software(fi::FI_BXOR) && s.software(fi::FI_CSWAP));
+        assert!(s.software(AtomicOp::Bxor) && s.software(AtomicOp::Cswap));
         // Bitwise ops are not defined on floats: never part of their mask.
         let f =
             Paths::decide_with::<f32>(&|_, _| true, "p", AccumulateMode::Software, &def).unwrap();
-        assert!(!f.software(fi::FI_BXOR));
+        assert!(!f.software(AtomicOp::Bxor));
         // A missing integer-only op does not matter to a float window.
-        let no_band = |op: u32, _: AtomicKind| op != fi::FI_BAND;
+        let no_band = |op: AtomicOp, _: AtomicKind| op != AtomicOp::Band;
         assert_eq!(
             Paths::decide_with::<f32>(&no_band, "p", auto, &def)
                 .unwrap()

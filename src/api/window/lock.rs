@@ -27,7 +27,7 @@ use crate::config::LockMode;
 use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
 use crate::transport::Memory;
-use crate::transport::{AtomicKind, AtomicOp, RemoteAddr};
+use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
 use crate::window::directory::{self, Descriptor, FLAG_DYNAMIC};
 use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
 
@@ -70,31 +70,20 @@ pub(super) fn open_soft_lock<T: Element>(
 }
 
 /// Whether a window's locks take the software path (the same on every
-/// rank: configuration, provider and placement only). `auto`: the lock
-/// word when every rank is node-local (CPU atomics) or the provider's
-/// 64-bit atomics run on a NIC; the queue where the provider lacks them or
-/// emulates them with the target's CPU anyway (tcp and verbs through
-/// ofi_rxm's software atomics are not NIC atomics on tcp; sockets, udp and
-/// shm run atomics in the target's progress engine), where one message
-/// round trip beats a chain of emulated atomics (docs/semantics.md).
+/// rank: configuration, back-end and placement only). `auto`: the lock
+/// word when every rank is node-local (CPU atomics) or the back-end's
+/// 64-bit atomics are native (`Caps::native_atomics`); the queue where the
+/// back-end lacks them or emulates them with the target's CPU anyway, where
+/// one message round trip beats a chain of emulated atomics
+/// (docs/semantics.md).
 pub(crate) fn software_locks(world: &World) -> bool {
     match world.config.lock {
         LockMode::Software => true,
         LockMode::Hardware => false,
         LockMode::Auto if world.sync_words_by_cpu() => false,
         LockMode::Auto => {
-            let t = world.transport();
-            let u64t = libfabric_sys::FI_UINT64;
-            let atomics = t
-                .atomic_valid(libfabric_sys::FI_SUM, u64t, AtomicKind::Fetch)
-                .is_some()
-                && t.atomic_valid(libfabric_sys::FI_CSWAP, u64t, AtomicKind::Compare)
-                    .is_some();
-            let provider = world.provider();
-            let emulated = ["tcp", "sockets", "udp", "shm"]
-                .iter()
-                .any(|p| provider.starts_with(p));
-            !atomics || emulated
+            let caps = world.transport().caps();
+            !caps.atomics.lock_word() || !caps.native_atomics
         }
     }
 }
@@ -174,9 +163,9 @@ impl<T: Element> Window<'_, T> {
         if self.world.sync_words_by_cpu() {
             return self.world.ctrl_fetch_add(rank, at.addr as usize, delta);
         }
-        let what = AtomicOp {
-            op: libfabric_sys::FI_SUM,
-            datatype: libfabric_sys::FI_UINT64,
+        let what = Atomic {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U64,
             count: 1,
         };
         let mut old = [0u8; 8];
@@ -196,7 +185,7 @@ impl<T: Element> Window<'_, T> {
         let mut old = [0u8; 8];
         self.world.transport().compare_atomic(
             rank,
-            libfabric_sys::FI_UINT64,
+            Datatype::U64,
             &compare.to_ne_bytes(),
             &swap.to_ne_bytes(),
             &mut old,
@@ -209,11 +198,7 @@ impl<T: Element> Window<'_, T> {
         if self.world.sync_words_by_cpu() {
             return Ok(());
         }
-        let t = self.world.transport();
-        let u64t = libfabric_sys::FI_UINT64;
-        let sum = t.atomic_valid(libfabric_sys::FI_SUM, u64t, AtomicKind::Fetch);
-        let cas = t.atomic_valid(libfabric_sys::FI_CSWAP, u64t, AtomicKind::Compare);
-        if sum.is_none() || cas.is_none() {
+        if !self.world.transport().caps().atomics.lock_word() {
             return Err(Error::Unsupported(format!(
                 "window {}: lock of rank {rank}: provider {} offers no 64-bit fetch-add and \
                  compare-and-swap (use Assert::NOCHECK)",

@@ -26,7 +26,7 @@ use crate::epoch::pscw::normalize;
 use crate::epoch::Assert;
 use crate::error::{Error, Result};
 use crate::transport::am::kind as am_kind;
-use crate::transport::{AtomicOp, RemoteAddr};
+use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
 use crate::window::directory;
 
 /// How long a PSCW wait only yields the core between progress calls before
@@ -206,9 +206,9 @@ impl<T: Element> Window<'_, T> {
         for &t in group {
             self.complete_remote(t)?;
         }
-        let add = AtomicOp {
-            op: libfabric_sys::FI_SUM,
-            datatype: libfabric_sys::FI_UINT64,
+        let add = Atomic {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U64,
             count: 1,
         };
         for &t in group {

@@ -61,7 +61,7 @@ impl<T: Element> Stash<T> {
             },
             Stash::Acc { disp, data, op } => Carried::Accumulate {
                 offset: *disp as u64 * size,
-                op: op.fi_op(),
+                op: op.atomic_op(),
                 datatype: T::DATATYPE,
                 data: bytemuck::cast_slice(data),
             },
@@ -395,7 +395,7 @@ impl<T: Element> Window<'_, T> {
         let bytes = std::mem::size_of_val(data);
         let cpu_ok = match acc {
             None => true,
-            Some(op) => self.cpu_atomics() || self.paths.software(op.fi_op()),
+            Some(op) => self.cpu_atomics() || self.paths.software(op.atomic_op()),
         };
         let fits = bytes > 0 && bytes <= MAX_OP_BYTES && cpu_ok && !self.is_dynamic();
         {

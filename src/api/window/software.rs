@@ -21,11 +21,11 @@ use crate::api::element::Element;
 use crate::error::{Error, Result};
 use crate::transport::am::kind;
 use crate::transport::inflight::Sink;
-use crate::transport::{cpu_atomic, AtomicOp, InFlight};
+use crate::transport::{cpu_atomic, Atomic, AtomicOp, InFlight};
 use crate::window::am_accumulate::{Request, SEGMENT_BYTES};
 
 impl<T: Element> Window<'_, T> {
-    /// Applies `fi_op` to `count` elements at byte `off` of `rank`'s window
+    /// Applies `op` to `count` elements at byte `off` of `rank`'s window
     /// with `data` (`count` operands; ignored for `FI_ATOMIC_READ`; compare
     /// then swap for `FI_CSWAP`). Segment `k`'s reply is delivered to
     /// `sink` at its byte offset when the sink has a buffer (fetching),
@@ -34,18 +34,14 @@ impl<T: Element> Window<'_, T> {
         &self,
         rank: usize,
         off: usize,
-        fi_op: u32,
+        op: AtomicOp,
         data: &[u8],
         count: usize,
         sink: &Sink,
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         let fetch = sink.has_buffer();
-        let data: &[u8] = if fi_op == libfabric_sys::FI_ATOMIC_READ {
-            &[]
-        } else {
-            data
-        };
+        let data: &[u8] = if op == AtomicOp::Read { &[] } else { data };
         // Operand bytes per element: 0 (read), 2 × size (CSWAP) or size.
         let per = data.len() / count.max(1);
         let max = SEGMENT_BYTES / size;
@@ -58,7 +54,7 @@ impl<T: Element> Window<'_, T> {
             if rank == self.world.rank() {
                 sink.add();
                 let mut out = vec![0u8; if fetch { n * size } else { 0 }];
-                match self.apply_local(fi_op, at, operands, n, fetch.then_some(&mut out[..])) {
+                match self.apply_local(op, at, operands, n, fetch.then_some(&mut out[..])) {
                     Ok(()) => sink.deliver(if fetch { result_at } else { 0 }, &out),
                     Err(e) => {
                         sink.fail(e.to_string());
@@ -69,7 +65,7 @@ impl<T: Element> Window<'_, T> {
                 let payload = Request {
                     window: self.id,
                     offset: at as u64,
-                    op: fi_op,
+                    op,
                     datatype: T::DATATYPE,
                     count: n as u32,
                     fetch,
@@ -111,13 +107,13 @@ impl<T: Element> Window<'_, T> {
     /// handler would run.
     fn apply_local(
         &self,
-        fi_op: u32,
+        op: AtomicOp,
         at: usize,
         operands: &[u8],
         n: usize,
         fetched: Option<&mut [u8]>,
     ) -> Result<()> {
-        if fi_op == libfabric_sys::FI_CSWAP {
+        if op == AtomicOp::Cswap {
             let size = std::mem::size_of::<T>();
             let old = fetched.ok_or_else(|| {
                 Error::InvalidArgument("compare-and-swap without a result".into())
@@ -125,8 +121,8 @@ impl<T: Element> Window<'_, T> {
             let (cmp, swap) = operands.split_at(size.min(operands.len()));
             return cpu_atomic::compare_swap(&self.mem, at, T::DATATYPE, cmp, swap, old);
         }
-        let what = AtomicOp {
-            op: fi_op,
+        let what = Atomic {
+            op,
             datatype: T::DATATYPE,
             count: n,
         };
@@ -139,13 +135,13 @@ impl<T: Element> Window<'_, T> {
         &self,
         rank: usize,
         off: usize,
-        fi_op: u32,
+        op: AtomicOp,
         data: &[u8],
         count: usize,
         result: &mut [u8],
     ) -> Result<()> {
         let f = InFlight::new(vec![0u8; result.len()], None);
-        let posted = self.soft_post(rank, off, fi_op, data, count, &f.sink());
+        let posted = self.soft_post(rank, off, op, data, count, &f.sink());
         // Wait even after a failed post: sent segments still deliver here.
         let id = self.id;
         let waited = self.world.transport().wait(f.completion(), &|| {

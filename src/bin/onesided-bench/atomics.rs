@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use onesided::transport::{AtomicOp, RemoteAddr};
+use onesided::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
 use onesided::{Op as Rop, Window, World};
 
 use crate::patterns::{Mode, Op};
@@ -98,14 +98,14 @@ pub struct Atomics<'a, 'w> {
     pub wrong_count: u64,
 }
 
-const RAW_SUM_F64: AtomicOp = AtomicOp {
-    op: libfabric_sys::FI_SUM,
-    datatype: libfabric_sys::FI_DOUBLE,
+const RAW_SUM_F64: Atomic = Atomic {
+    op: AtomicOp::Sum,
+    datatype: Datatype::F64,
     count: 1,
 };
-const RAW_SUM_I64: AtomicOp = AtomicOp {
-    op: libfabric_sys::FI_SUM,
-    datatype: libfabric_sys::FI_INT64,
+const RAW_SUM_I64: Atomic = Atomic {
+    op: AtomicOp::Sum,
+    datatype: Datatype::I64,
     count: 1,
 };
 
@@ -203,13 +203,13 @@ impl<'a, 'w> Atomics<'a, 'w> {
         match mode {
             Mode::Onesided => self.win.acc.flush(1),
             Mode::Raw => {
-                if self.world.transport_props().ordered_atomic_raw
+                if self.world.transport_caps().ordered_atomic_raw
                     && std::mem::take(&mut self.raw_dirty)
                 {
                     let at = self.acc_at()?;
-                    let read = AtomicOp {
-                        op: libfabric_sys::FI_ATOMIC_READ,
-                        datatype: libfabric_sys::FI_UINT64,
+                    let read = Atomic {
+                        op: AtomicOp::Read,
+                        datatype: Datatype::U64,
                         count: 1,
                     };
                     let mut word = [0u8; 8];
@@ -260,7 +260,7 @@ impl<'a, 'w> Atomics<'a, 'w> {
                 let mut old = [0u8; 8];
                 self.world.bench_transport().compare_atomic(
                     1,
-                    libfabric_sys::FI_INT64,
+                    Datatype::I64,
                     &k.to_ne_bytes(),
                     &(k + 1).to_ne_bytes(),
                     &mut old,

@@ -53,7 +53,7 @@ fn notes(world: &World, cli: &Cli) -> Vec<String> {
             .to_string(),
     ];
     if cli.raw {
-        if world.transport_props().ordered_raw {
+        if world.transport_caps().completion == onesided::transport::RemoteCompletion::OrderedRead {
             n.push(
                 "raw flush = one 8-byte transport get of the target's window (ordered \
                  read-after-write), as the window layer's flush reads the control word"

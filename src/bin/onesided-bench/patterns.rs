@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use onesided::transport::{AtomicOp, RemoteAddr};
+use onesided::transport::{Atomic, AtomicOp, Datatype, RemoteAddr, RemoteCompletion};
 use onesided::{Assert, LockType, Window, World};
 
 pub use crate::op::{Mode, Op, BW_WINDOW};
@@ -49,7 +49,7 @@ impl<'w> Origin<'w> {
             stamp: 0,
             remote: vec![None; world.size()],
             raw_dirty: vec![false; world.size()],
-            ordered_raw: world.transport_props().ordered_raw,
+            ordered_raw: (world.transport_caps().completion == RemoteCompletion::OrderedRead),
         }
     }
 
@@ -102,15 +102,15 @@ impl<'w> Origin<'w> {
             addr: base.addr + 8,
             key: base.key,
         };
-        let sum = AtomicOp {
-            op: libfabric_sys::FI_SUM,
-            datatype: libfabric_sys::FI_UINT64,
+        let sum = Atomic {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U64,
             count: 1,
         };
         let mut old = [0u8; 8];
         t.fetch_atomic(1, sum, &DELTA.to_ne_bytes(), &mut old, word)?;
         let seen = u64::from_ne_bytes(old).wrapping_add(DELTA).to_ne_bytes();
-        t.compare_atomic(1, libfabric_sys::FI_UINT64, &seen, &seen, &mut old, word)?;
+        t.compare_atomic(1, Datatype::U64, &seen, &seen, &mut old, word)?;
         self.put1(Mode::Raw, 1, 8)?;
         self.raw_flush(1)?;
         t.fetch_atomic(1, sum, &DELTA.wrapping_neg().to_ne_bytes(), &mut old, word)?;

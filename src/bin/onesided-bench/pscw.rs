@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use onesided::transport::{AtomicOp, RemoteAddr};
+use onesided::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
 use onesided::{Assert, Window, World};
 
 use crate::patterns::{Mode, Origin};
@@ -95,9 +95,9 @@ impl<'a, 'w> RawPscw<'a, 'w> {
                     o.put1(mode, 1, 8)?;
                     o.raw_flush(1)?;
                     let done = self.peer(1, DONE_WORD)?;
-                    let sum = AtomicOp {
-                        op: libfabric_sys::FI_SUM,
-                        datatype: libfabric_sys::FI_UINT64,
+                    let sum = Atomic {
+                        op: AtomicOp::Sum,
+                        datatype: Datatype::U64,
                         count: 1,
                     };
                     let mut old = [0u8; 8];

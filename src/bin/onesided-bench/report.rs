@@ -182,9 +182,9 @@ pub fn table(results: &[Record]) -> String {
 }
 
 pub fn header(world: &World, cli: &Cli) -> Header {
-    let p = world.transport_props();
+    let p = world.transport_caps();
     Header {
-        provider: p.provider.clone(),
+        provider: p.name.clone(),
         bootstrap: world.bootstrap_name().to_string(),
         ranks: world.size(),
         date: utc_now(),
@@ -192,12 +192,7 @@ pub fn header(world: &World, cli: &Cli) -> Header {
         cpus: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(0),
-        flush_by: if p.ordered_raw {
-            "ordered read"
-        } else {
-            "delivery-complete writes"
-        }
-        .into(),
+        flush_by: p.completion.describe().into(),
         inject_size: p.inject_size,
         reps: cli.reps as usize,
         time_s: cli.time,

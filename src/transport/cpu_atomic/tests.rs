@@ -1,26 +1,24 @@
 use std::sync::Arc;
 
-use libfabric_sys as fi;
-
 use super::*;
 
-const INT_OPS: [u32; 12] = [
-    fi::FI_SUM,
-    fi::FI_PROD,
-    fi::FI_MIN,
-    fi::FI_MAX,
-    fi::FI_BAND,
-    fi::FI_BOR,
-    fi::FI_BXOR,
-    fi::FI_LAND,
-    fi::FI_LOR,
-    fi::FI_LXOR,
-    fi::FI_ATOMIC_WRITE,
-    fi::FI_ATOMIC_READ,
+const INT_OPS: [AtomicOp; 12] = [
+    AtomicOp::Sum,
+    AtomicOp::Prod,
+    AtomicOp::Min,
+    AtomicOp::Max,
+    AtomicOp::Band,
+    AtomicOp::Bor,
+    AtomicOp::Bxor,
+    AtomicOp::Land,
+    AtomicOp::Lor,
+    AtomicOp::Lxor,
+    AtomicOp::Replace,
+    AtomicOp::Read,
 ];
 
-fn what(op: u32, datatype: u32, count: usize) -> AtomicOp {
-    AtomicOp {
+fn what(op: AtomicOp, datatype: Datatype, count: usize) -> Atomic {
+    Atomic {
         op,
         datatype,
         count,
@@ -28,20 +26,20 @@ fn what(op: u32, datatype: u32, count: usize) -> AtomicOp {
 }
 
 /// The reference: plain arithmetic on i64 values, the way MPI defines it.
-fn reference(op: u32, t: i64, o: i64) -> i64 {
+fn reference(op: AtomicOp, t: i64, o: i64) -> i64 {
     let b = |x: i64| x != 0;
     match op {
-        fi::FI_SUM => t.wrapping_add(o),
-        fi::FI_PROD => t.wrapping_mul(o),
-        fi::FI_MIN => t.min(o),
-        fi::FI_MAX => t.max(o),
-        fi::FI_BAND => t & o,
-        fi::FI_BOR => t | o,
-        fi::FI_BXOR => t ^ o,
-        fi::FI_LAND => (b(t) && b(o)) as i64,
-        fi::FI_LOR => (b(t) || b(o)) as i64,
-        fi::FI_LXOR => (b(t) != b(o)) as i64,
-        fi::FI_ATOMIC_WRITE => o,
+        AtomicOp::Sum => t.wrapping_add(o),
+        AtomicOp::Prod => t.wrapping_mul(o),
+        AtomicOp::Min => t.min(o),
+        AtomicOp::Max => t.max(o),
+        AtomicOp::Band => t & o,
+        AtomicOp::Bor => t | o,
+        AtomicOp::Bxor => t ^ o,
+        AtomicOp::Land => (b(t) && b(o)) as i64,
+        AtomicOp::Lor => (b(t) || b(o)) as i64,
+        AtomicOp::Lxor => (b(t) != b(o)) as i64,
+        AtomicOp::Replace => o,
         _ => t,
     }
 }
@@ -57,7 +55,7 @@ fn every_integer_op_matches_the_reference() {
         }
         let src: Vec<u8> = origins.iter().flat_map(|o| o.to_ne_bytes()).collect();
         let mut old = vec![0u8; 48];
-        accumulate(&mem, 0, what(op, fi::FI_INT64, 6), &src, Some(&mut old)).unwrap();
+        accumulate(&mem, 0, what(op, Datatype::I64, 6), &src, Some(&mut old)).unwrap();
         for i in 0..6 {
             let mut b = [0u8; 8];
             mem.read(i * 8, &mut b).unwrap();
@@ -77,7 +75,7 @@ fn every_integer_op_matches_the_reference() {
 fn small_types_wrap_and_keep_neighbours() {
     let mem = Memory::allocate(8).unwrap();
     mem.write(0, &[250u8, 9, 9, 9]).unwrap();
-    accumulate(&mem, 0, what(fi::FI_SUM, fi::FI_UINT8, 1), &[10], None).unwrap();
+    accumulate(&mem, 0, what(AtomicOp::Sum, Datatype::U8, 1), &[10], None).unwrap();
     let mut b = [0u8; 4];
     mem.read(0, &mut b).unwrap();
     assert_eq!(b, [4, 9, 9, 9], "u8 SUM wraps and touches one byte");
@@ -85,7 +83,7 @@ fn small_types_wrap_and_keep_neighbours() {
     accumulate(
         &mem,
         0,
-        what(fi::FI_MIN, fi::FI_INT16, 1),
+        what(AtomicOp::Min, Datatype::I16, 1),
         &(-200i16).to_ne_bytes(),
         None,
     )
@@ -102,7 +100,7 @@ fn floats_and_their_refusals() {
     accumulate(
         &mem,
         0,
-        what(fi::FI_PROD, fi::FI_DOUBLE, 1),
+        what(AtomicOp::Prod, Datatype::F64, 1),
         &4.0f64.to_ne_bytes(),
         None,
     )
@@ -115,15 +113,15 @@ fn floats_and_their_refusals() {
     accumulate(
         &mem,
         8,
-        what(fi::FI_MAX, fi::FI_FLOAT, 1),
+        what(AtomicOp::Max, Datatype::F32, 1),
         &(-1.0f32).to_ne_bytes(),
         Some(&mut old),
     )
     .unwrap();
     assert_eq!(f32::from_ne_bytes(old), 2.0);
-    for op in [fi::FI_BAND, fi::FI_LOR] {
-        assert!(!supports(op, fi::FI_DOUBLE));
-        let e = accumulate(&mem, 0, what(op, fi::FI_DOUBLE, 1), &[0; 8], None);
+    for op in [AtomicOp::Band, AtomicOp::Lor] {
+        assert!(!supports(op, Datatype::F64));
+        let e = accumulate(&mem, 0, what(op, Datatype::F64, 1), &[0; 8], None);
         assert!(matches!(e, Err(Error::Unsupported(_))), "{e:?}");
     }
 }
@@ -136,7 +134,7 @@ fn compare_swap_compares_bits() {
     compare_swap(
         &mem,
         0,
-        fi::FI_UINT64,
+        Datatype::U64,
         &3u64.to_ne_bytes(),
         &9u64.to_ne_bytes(),
         &mut old,
@@ -150,7 +148,7 @@ fn compare_swap_compares_bits() {
     compare_swap(
         &mem,
         0,
-        fi::FI_UINT64,
+        Datatype::U64,
         &7u64.to_ne_bytes(),
         &9u64.to_ne_bytes(),
         &mut old,
@@ -160,7 +158,7 @@ fn compare_swap_compares_bits() {
     assert_eq!(mem.load_u64(0).unwrap(), 9, "swapped");
     let mut o1 = [0u8; 1];
     mem.write(3, &[5]).unwrap();
-    compare_swap(&mem, 3, fi::FI_INT8, &[5], &[6], &mut o1).unwrap();
+    compare_swap(&mem, 3, Datatype::I8, &[5], &[6], &mut o1).unwrap();
     let mut b = [0u8; 1];
     mem.read(3, &mut b).unwrap();
     assert_eq!((o1[0], b[0]), (5, 6));
@@ -169,7 +167,7 @@ fn compare_swap_compares_bits() {
 #[test]
 fn bad_arguments_are_errors_not_accesses() {
     let mem = Memory::allocate(16).unwrap();
-    let sum = |n| what(fi::FI_SUM, fi::FI_UINT64, n);
+    let sum = |n| what(AtomicOp::Sum, Datatype::U64, n);
     assert!(
         accumulate(&mem, 16, sum(1), &[0; 8], None).is_err(),
         "past the end"
@@ -190,11 +188,17 @@ fn bad_arguments_are_errors_not_accesses() {
     );
     let mut short = [0u8; 4];
     assert!(accumulate(&mem, 0, sum(1), &[0; 8], Some(&mut short)).is_err());
-    assert!(accumulate(&mem, 0, what(fi::FI_CSWAP, fi::FI_UINT64, 1), &[0; 8], None).is_err());
+    assert!(accumulate(
+        &mem,
+        0,
+        what(AtomicOp::Cswap, Datatype::U64, 1),
+        &[0; 8],
+        None
+    )
+    .is_err());
     let mut old = [0u8; 8];
-    assert!(compare_swap(&mem, 12, fi::FI_UINT64, &[0; 8], &[0; 8], &mut old).is_err());
-    assert!(compare_swap(&mem, 0, fi::FI_UINT64, &[0; 4], &[0; 8], &mut old).is_err());
-    assert!(compare_swap(&mem, 0, 999, &[0; 8], &[0; 8], &mut old).is_err());
+    assert!(compare_swap(&mem, 12, Datatype::U64, &[0; 8], &[0; 8], &mut old).is_err());
+    assert!(compare_swap(&mem, 0, Datatype::U64, &[0; 4], &[0; 8], &mut old).is_err());
     assert_eq!(mem.load_u64(0).unwrap(), 0, "nothing was written");
 }
 
@@ -211,7 +215,7 @@ fn concurrent_updates_lose_nothing() {
                     accumulate(
                         &mem,
                         0,
-                        what(fi::FI_SUM, fi::FI_UINT64, 1),
+                        what(AtomicOp::Sum, Datatype::U64, 1),
                         &1u64.to_ne_bytes(),
                         None,
                     )
@@ -220,7 +224,7 @@ fn concurrent_updates_lose_nothing() {
                     accumulate(
                         &mem,
                         8,
-                        what(fi::FI_SUM, fi::FI_DOUBLE, 1),
+                        what(AtomicOp::Sum, Datatype::F64, 1),
                         &1.0f64.to_ne_bytes(),
                         None,
                     )

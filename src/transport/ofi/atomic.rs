@@ -21,33 +21,31 @@ use libfabric_sys as fi;
 use super::counters::Kind;
 use super::cq::OpContext;
 use super::mr::LocalMr;
+use super::vocab;
 use super::waiting::{acquire, post_retry, wait, with_own, Trackers};
 use super::{staging, OfiTransport};
 use crate::error::{Error, Result};
-use crate::transport::{AtomicKind, AtomicOp, InFlight, RemoteAddr};
+use crate::transport::{Atomic, AtomicKind, AtomicOp, Datatype, InFlight, RemoteAddr};
 
 /// Chunks of one large operation posted before waiting for them.
 const MAX_CHUNKS_IN_FLIGHT: usize = 16;
 
-/// Largest element count of one call, asked once per (op, datatype, kind).
-pub fn valid(t: &OfiTransport, op: u32, datatype: u32, kind: AtomicKind) -> Option<usize> {
+/// What the provider answers for one call (`fi_atomicvalid` and friends):
+/// its largest element count, `None` when not offered.
+pub fn query(
+    t: &OfiTransport,
+    op: AtomicOp,
+    datatype: Datatype,
+    kind: AtomicKind,
+) -> Option<usize> {
     if !t.props.atomics {
         return None;
     }
-    // Without ordered atomic reads, updates are posted as fetches.
-    let kind = match kind {
-        AtomicKind::Update if !t.props.ordered_atomic_raw => AtomicKind::Fetch,
-        k => k,
-    };
-    let key = (op, datatype, kind);
-    if let Some(v) = t
-        .atomic_valid
-        .lock()
-        .ok()
-        .and_then(|c| c.get(&key).copied())
-    {
-        return v;
+    // Compare-and-swap is the compare family's only operation here.
+    if (op == AtomicOp::Cswap) != (kind == AtomicKind::Compare) {
+        return None;
     }
+    let (op, datatype) = (vocab::op(op), vocab::datatype(datatype));
     let mut count = 0usize;
     let ep = t.ep.as_ptr();
     // SAFETY: live endpoint; count is a valid out-pointer; providers answer
@@ -59,11 +57,23 @@ pub fn valid(t: &OfiTransport, op: u32, datatype: u32, kind: AtomicKind) -> Opti
             AtomicKind::Compare => fi::fi_compare_atomicvalid(ep, datatype, op, &mut count),
         }
     };
-    let v = (rc == 0 && count > 0).then_some(count);
-    if let Ok(mut c) = t.atomic_valid.lock() {
-        c.insert(key, v);
-    }
-    v
+    (rc == 0 && count > 0).then_some(count)
+}
+
+/// The largest element count of one call as this back-end posts it
+/// (without ordered atomic reads, updates are posted as fetches): what the
+/// capability table holds. Called once per entry, at open.
+pub fn valid(
+    t: &OfiTransport,
+    op: AtomicOp,
+    datatype: Datatype,
+    kind: AtomicKind,
+) -> Option<usize> {
+    let kind = match kind {
+        AtomicKind::Update if !t.props.ordered_atomic_raw => AtomicKind::Fetch,
+        k => k,
+    };
+    query(t, op, datatype, kind)
 }
 
 /// The caller's buffers of one operation, `count * elem` bytes each; null
@@ -113,27 +123,24 @@ unsafe impl Send for Scratch {}
 unsafe impl Sync for Scratch {}
 
 fn kind_name(kind: AtomicKind) -> &'static str {
-    match kind {
-        AtomicKind::Update => "atomic update",
-        AtomicKind::Fetch => "fetching atomic",
-        AtomicKind::Compare => "compare-and-swap",
-    }
+    kind.name()
 }
 
-/// Size of one element, from the byte length and the count.
-fn elem_size(what: AtomicOp, bytes: usize) -> Result<usize> {
-    if what.count == 0 || bytes % what.count != 0 || bytes == 0 {
+/// Size of one element, checked against the byte length and the count.
+fn elem_size(what: Atomic, bytes: usize) -> Result<usize> {
+    let elem = what.datatype.size();
+    if what.count == 0 || what.count.checked_mul(elem) != Some(bytes) {
         return Err(Error::InvalidArgument(format!(
-            "atomic operation of {} elements on a buffer of {bytes} bytes",
-            what.count
+            "atomic operation of {} {} elements on a buffer of {bytes} bytes",
+            what.count, what.datatype
         )));
     }
-    Ok(bytes / what.count)
+    Ok(elem)
 }
 
-fn unsupported(t: &OfiTransport, what: AtomicOp, kind: AtomicKind) -> Error {
+fn unsupported(t: &OfiTransport, what: Atomic, kind: AtomicKind) -> Error {
     Error::Unsupported(format!(
-        "provider {} offers no {} for fi_op {} on fi_datatype {}",
+        "provider {} offers no {} of {} on {}",
         t.props.provider,
         kind_name(kind),
         what.op,
@@ -149,7 +156,7 @@ fn post(
     t: &OfiTransport,
     kind: AtomicKind,
     target: usize,
-    what: AtomicOp,
+    what: Atomic,
     elem: usize,
     local: Local,
     dst: RemoteAddr,
@@ -181,7 +188,12 @@ fn post(
         k => (k, local, keep),
     };
     let fi_addr = t.peer(target)?;
-    let max = valid(t, what.op, what.datatype, kind).ok_or_else(|| unsupported(t, what, kind))?;
+    // The table holds updates under their posted kind (see `valid`).
+    let max = t
+        .caps
+        .atomics
+        .limit(what.op, what.datatype, kind)
+        .ok_or_else(|| unsupported(t, what, kind))?;
     let ep = t.ep.as_ptr();
     let mut first = 0;
     let mut chunks = 0usize;
@@ -241,7 +253,7 @@ fn post(
             kind_name(kind),
             target,
         )?;
-        let (dt, op, key) = (what.datatype, what.op, dst.key);
+        let (dt, op, key) = (vocab::datatype(what.datatype), vocab::op(what.op), dst.key);
         match kind {
             AtomicKind::Update => {
                 post_retry(t, "fi_atomic", target, ctx, || {
@@ -306,7 +318,7 @@ fn post_and_wait(
     t: &OfiTransport,
     kind: AtomicKind,
     target: usize,
-    what: AtomicOp,
+    what: Atomic,
     elem: usize,
     local: Local,
     dst: RemoteAddr,
@@ -383,7 +395,7 @@ fn post_and_wait(
 pub fn update(
     t: &OfiTransport,
     target: usize,
-    what: AtomicOp,
+    what: Atomic,
     data: &[u8],
     dst: RemoteAddr,
 ) -> Result<()> {
@@ -396,7 +408,7 @@ pub fn update(
 pub fn fetch(
     t: &OfiTransport,
     target: usize,
-    what: AtomicOp,
+    what: Atomic,
     data: &[u8],
     result: &mut [u8],
     dst: RemoteAddr,
@@ -417,21 +429,21 @@ pub fn fetch(
 pub fn compare(
     t: &OfiTransport,
     target: usize,
-    datatype: u32,
+    datatype: Datatype,
     (compare, swap): (&[u8], &[u8]),
     result: &mut [u8],
     dst: RemoteAddr,
 ) -> Result<()> {
     let n = swap.len();
-    if n == 0 || compare.len() != n || result.len() != n {
+    if n != datatype.size() || compare.len() != n || result.len() != n {
         return Err(Error::InvalidArgument(format!(
             "compare-and-swap: compare {} bytes, swap {n}, result {}",
             compare.len(),
             result.len()
         )));
     }
-    let what = AtomicOp {
-        op: fi::FI_CSWAP,
+    let what = Atomic {
+        op: AtomicOp::Cswap,
         datatype,
         count: 1,
     };
@@ -443,7 +455,7 @@ pub fn compare(
 pub fn update_async(
     t: &OfiTransport,
     target: usize,
-    what: AtomicOp,
+    what: Atomic,
     src: &InFlight,
     dst: RemoteAddr,
 ) -> Result<()> {
@@ -471,7 +483,7 @@ pub fn update_async(
 pub fn fetch_async(
     t: &OfiTransport,
     target: usize,
-    what: AtomicOp,
+    what: Atomic,
     data: Vec<u8>,
     result: &InFlight,
     dst: RemoteAddr,

@@ -12,6 +12,7 @@
 //! * **Peers** are inserted into the address vector when first contacted.
 
 mod atomic;
+mod caps;
 mod counters;
 mod cq;
 mod domain;
@@ -24,6 +25,7 @@ mod ops;
 mod rma;
 mod staging;
 pub mod survey;
+pub mod vocab;
 mod waiting;
 
 pub use waiting::backoff;
@@ -39,11 +41,42 @@ use self::fault::check;
 use self::fid::Owned;
 use self::info::InfoList;
 use super::{
-    AtomicKind, AtomicOp, Completion, InFlight, Memory, Receiver, Registration, RemoteAddr,
-    Transport, TransportProps, TransportStats,
+    Atomic, AtomicKind, AtomicOp, AtomicTable, Caps, Completion, Datatype, InFlight, Memory,
+    MrCaps, Receiver, Registration, RemoteAddr, Transport, TransportStats,
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
+
+/// What the provider negotiated, in libfabric's terms (the seam sees
+/// [`Caps`], built from these by `caps.rs`).
+#[derive(Debug, Clone)]
+pub(crate) struct Props {
+    /// Provider name, e.g. `tcp;ofi_rxm`.
+    pub provider: String,
+    /// Local buffers must be registered (`FI_MR_LOCAL`).
+    pub mr_local: bool,
+    /// Remote addresses are virtual addresses (`FI_MR_VIRT_ADDR`), else offsets.
+    pub virt_addr: bool,
+    /// The provider chooses keys (`FI_MR_PROV_KEY`).
+    pub prov_key: bool,
+    /// Registrations are bound to the endpoint (`FI_MR_ENDPOINT`).
+    pub mr_endpoint: bool,
+    /// Largest `fi_inject_write` payload.
+    pub inject_size: usize,
+    /// Largest single transfer.
+    pub max_msg_size: usize,
+    /// RMA reads are ordered after earlier RMA writes to the same peer
+    /// (`FI_ORDER_RMA_RAW`): a flush is one small read. Otherwise every write
+    /// asks for `FI_DELIVERY_COMPLETE` and a flush waits for completions.
+    pub ordered_raw: bool,
+    /// The endpoint offers `FI_ATOMIC`.
+    pub atomics: bool,
+    /// Atomic fetches are ordered after earlier atomic updates to the same
+    /// peer (`FI_ORDER_ATOMIC_RAW`) and a 64-bit atomic read is offered:
+    /// atomic updates complete locally and a flush is one atomic read.
+    /// Otherwise every atomic update is posted as a fetch.
+    pub ordered_atomic_raw: bool,
+}
 
 /// A libfabric RDM endpoint with its fabric, domain, address vector and CQ.
 pub struct OfiTransport {
@@ -64,10 +97,10 @@ pub struct OfiTransport {
     domain: Owned<fi::fid_domain>,
     _fabric: Owned<fi::fid_fabric>,
     _info: InfoList,
-    props: TransportProps,
+    props: Props,
+    caps: Caps,
     address: Vec<u8>,
     peers: Mutex<HashMap<usize, fi::fi_addr_t>>,
-    atomic_valid: Mutex<HashMap<(u32, u32, AtomicKind), Option<usize>>>,
     next_key: AtomicU64,
     timeout: Option<Duration>,
     poisoned: AtomicBool,
@@ -80,10 +113,8 @@ impl OfiTransport {
         let info = InfoList::select(config.provider.as_deref())?;
         let entry = info.first();
         let mr_mode = entry.mr_mode();
-        let props = TransportProps {
+        let props = Props {
             provider: entry.provider(),
-            fabric: entry.fabric(),
-            domain: entry.domain(),
             mr_local: mr_mode & fi::FI_MR_LOCAL != 0 || config.force_mr_local,
             virt_addr: mr_mode & fi::FI_MR_VIRT_ADDR != 0,
             prov_key: mr_mode & fi::FI_MR_PROV_KEY != 0,
@@ -94,13 +125,8 @@ impl OfiTransport {
             atomics: entry.caps() & fi::FI_ATOMIC != 0,
             // Decided below, once the endpoint can be asked.
             ordered_atomic_raw: false,
-            ordered_atomics: false,
-            atomic_order: 0,
         };
-        let atomic_order = fi::FI_ORDER_ATOMIC_RAR
-            | fi::FI_ORDER_ATOMIC_RAW
-            | fi::FI_ORDER_ATOMIC_WAR
-            | fi::FI_ORDER_ATOMIC_WAW;
+        let (fabric_name, domain_name) = (entry.fabric(), entry.domain());
         let msg_order = entry.msg_order();
         let what = |step: &str| format!("{step} on provider {}", props.provider);
 
@@ -175,10 +201,21 @@ impl OfiTransport {
             domain,
             _fabric: fabric,
             _info: info,
+            caps: caps::caps(caps::ProviderFacts {
+                provider: &props.provider,
+                fabric: "",
+                domain: "",
+                inject_size: 0,
+                max_msg_size: 0,
+                ordered_raw: false,
+                ordered_atomic_raw: false,
+                atomic_order: Default::default(),
+                mr: MrCaps::default(),
+                atomics: AtomicTable::none(),
+            }),
             props,
             address: name,
             peers: Mutex::new(HashMap::new()),
-            atomic_valid: Mutex::new(HashMap::new()),
             next_key: AtomicU64::new(1),
             timeout: config.timeout,
             poisoned: AtomicBool::new(false),
@@ -191,11 +228,29 @@ impl OfiTransport {
         msg::post_all(&t);
         // A flush of atomics is an atomic read of a 64-bit word, ordered
         // after the updates (FI_ORDER_ATOMIC_RAW); see docs/semantics.md.
-        let read_word = atomic::valid(&t, fi::FI_ATOMIC_READ, fi::FI_UINT64, AtomicKind::Fetch);
+        let read_word = atomic::query(&t, AtomicOp::Read, Datatype::U64, AtomicKind::Fetch);
         t.props.ordered_atomic_raw =
             msg_order & fi::FI_ORDER_ATOMIC_RAW != 0 && read_word.is_some();
-        t.props.ordered_atomics = msg_order & atomic_order == atomic_order;
-        t.props.atomic_order = msg_order & atomic_order;
+        // What the seam offers: updates are posted as fetches where atomic
+        // reads are not ordered after updates (`atomic.rs`), so an update is
+        // offered only with the matching fetch.
+        let atomics = AtomicTable::from_fn(|op, dt, kind| atomic::valid(&t, op, dt, kind));
+        t.caps = caps::caps(caps::ProviderFacts {
+            provider: &t.props.provider,
+            fabric: &fabric_name,
+            domain: &domain_name,
+            inject_size: t.props.inject_size,
+            max_msg_size: t.props.max_msg_size,
+            ordered_raw: t.props.ordered_raw,
+            ordered_atomic_raw: t.props.ordered_atomic_raw,
+            atomic_order: vocab::atomic_order(msg_order),
+            mr: MrCaps {
+                local: t.props.mr_local,
+                virt_addr: t.props.virt_addr,
+                chosen_keys: !t.props.prov_key && !t.props.virt_addr,
+            },
+            atomics,
+        });
         Ok(t)
     }
 
@@ -262,8 +317,8 @@ impl Transport for OfiTransport {
         stats
     }
 
-    fn props(&self) -> &TransportProps {
-        &self.props
+    fn caps(&self) -> &Caps {
+        &self.caps
     }
 
     fn address(&self) -> &[u8] {
@@ -360,18 +415,14 @@ impl Transport for OfiTransport {
         rma::put_signal(self, target, value, dst)
     }
 
-    fn atomic_valid(&self, op: u32, datatype: u32, kind: AtomicKind) -> Option<usize> {
-        atomic::valid(self, op, datatype, kind)
-    }
-
-    fn atomic(&self, target: usize, what: AtomicOp, data: &[u8], dst: RemoteAddr) -> Result<()> {
+    fn atomic(&self, target: usize, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()> {
         atomic::update(self, target, what, data, dst)
     }
 
     fn fetch_atomic(
         &self,
         target: usize,
-        what: AtomicOp,
+        what: Atomic,
         data: &[u8],
         result: &mut [u8],
         dst: RemoteAddr,
@@ -382,7 +433,7 @@ impl Transport for OfiTransport {
     fn compare_atomic(
         &self,
         target: usize,
-        datatype: u32,
+        datatype: Datatype,
         compare: &[u8],
         swap: &[u8],
         result: &mut [u8],
@@ -394,7 +445,7 @@ impl Transport for OfiTransport {
     fn atomic_async(
         &self,
         target: usize,
-        what: AtomicOp,
+        what: Atomic,
         src: &InFlight,
         dst: RemoteAddr,
     ) -> Result<()> {
@@ -404,7 +455,7 @@ impl Transport for OfiTransport {
     fn fetch_atomic_async(
         &self,
         target: usize,
-        what: AtomicOp,
+        what: Atomic,
         data: Vec<u8>,
         result: &InFlight,
         dst: RemoteAddr,

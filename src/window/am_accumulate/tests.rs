@@ -7,8 +7,8 @@ fn sum(window: u64, offset: u64, data: &[u8]) -> Request<'_> {
     Request {
         window,
         offset,
-        op: fi::FI_SUM,
-        datatype: fi::FI_INT64,
+        op: AtomicOp::Sum,
+        datatype: Datatype::I64,
         count: (data.len() / 8) as u32,
         fetch: false,
         data,
@@ -41,7 +41,7 @@ fn round_trip_and_rejects() {
     assert!(bad(&|m| m[28] = 2), "unknown flags");
     // Reads and compare-and-swap must fetch; CSWAP is one element.
     let read = Request {
-        op: fi::FI_ATOMIC_READ,
+        op: AtomicOp::Read,
         data: &[],
         count: 1,
         ..r
@@ -57,7 +57,7 @@ fn round_trip_and_rejects() {
     .is_ok());
     let two = [0u8; 16];
     let cas = Request {
-        op: fi::FI_CSWAP,
+        op: AtomicOp::Cswap,
         data: &two,
         count: 1,
         fetch: true,
@@ -72,7 +72,7 @@ fn table_with(
     software: u64,
 ) -> (Arc<ExposedTable>, crate::transport::exposed::Exposure) {
     let t = Arc::new(ExposedTable::default());
-    let e = t.expose(9, mem, fi::FI_INT64, software).unwrap();
+    let e = t.expose(9, mem, Datatype::I64, software).unwrap();
     (t, e)
 }
 
@@ -104,11 +104,11 @@ fn handler_applies_and_refuses_without_touching_memory() {
         (sum(10, 0, &add[..8]), "not open"),
         (
             Request {
-                datatype: fi::FI_INT32,
+                datatype: Datatype::I32,
                 count: 2,
                 ..sum(9, 0, &add[..8])
             },
-            "fi_datatype",
+            "the window holds",
         ),
     ] {
         let e = h.handle(1, &r.encode(), Some(&mut reply)).unwrap_err();

@@ -41,9 +41,9 @@ fn round_trip_and_rejects() {
 fn checks_before_touching_memory() {
     let table = Arc::new(LockTable::default());
     let mem = crate::transport::Memory::allocate(64).unwrap();
-    let sum_bit = 1u64 << op_bit(fi::FI_SUM).unwrap();
+    let sum_bit = 1u64 << op_bit(AtomicOp::Sum);
     let _x = table
-        .expose(5, 4, Some(&mem), fi::FI_UINT64, sum_bit)
+        .expose(5, 4, Some(&mem), Datatype::U64, sum_bit)
         .unwrap();
     let h = LockHandler::new(table.clone());
     let acquire = |op| LockMsg {
@@ -62,8 +62,8 @@ fn checks_before_touching_memory() {
     assert!(h.serve(1, &acquire(out)).is_err(), "past the end");
     let prod = Carried::Accumulate {
         offset: 0,
-        op: fi::FI_PROD,
-        datatype: fi::FI_UINT64,
+        op: AtomicOp::Prod,
+        datatype: Datatype::U64,
         data: &data,
     };
     assert!(
@@ -72,8 +72,8 @@ fn checks_before_touching_memory() {
     );
     let wrong_type = Carried::Accumulate {
         offset: 0,
-        op: fi::FI_SUM,
-        datatype: fi::FI_INT32,
+        op: AtomicOp::Sum,
+        datatype: Datatype::I32,
         data: &data,
     };
     assert!(h.serve(1, &acquire(wrong_type)).is_err());
@@ -84,8 +84,8 @@ fn checks_before_touching_memory() {
     assert_eq!(table.queue(5, |q| q.holders()), Some((0, None)));
     let sum = Carried::Accumulate {
         offset: 8,
-        op: fi::FI_SUM,
-        datatype: fi::FI_UINT64,
+        op: AtomicOp::Sum,
+        datatype: Datatype::U64,
         data: &data,
     };
     assert_eq!(h.serve(1, &acquire(sum)), Ok(Status::Granted));

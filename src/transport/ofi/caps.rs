@@ -1,0 +1,60 @@
+//! What libfabric providers can do, as the seam's named switches: the one
+//! place where a provider's *name* decides anything (MPICH ch4's capability
+//! sets, UCX's uct flags). Everything else above this file reads [`Caps`].
+//!
+//! | switch | rule | why (measured, `docs/transport.md`, `docs/semantics.md`) |
+//! |---|---|---|
+//! | `native_atomics` | false for tcp, sockets, udp, shm | their atomics run in the target's progress engine: a lock is cheaper as one message than a chain of emulated atomics |
+//! | `batch_small` | tcp, sockets | one provider operation per 8-byte put cost ~20 µs; batched, 0.4 µs per put (`docs/op-table.md`) |
+//! | `completion` | `FI_ORDER_RMA_RAW` → ordered read, else delivery-complete writes | shm promises no RAW order |
+//! | `needs_target_progress` | always | the endpoint runs `FI_PROGRESS_MANUAL` (AUTO measured ≈3× slower on tcp) |
+
+use crate::transport::{AtomicTable, Caps, MrCaps, RemoteCompletion};
+
+/// Providers whose atomics are emulated by the target's CPU.
+const EMULATED_ATOMICS: &[&str] = &["tcp", "sockets", "udp", "shm"];
+
+/// Providers where small operations are batched into messages by default.
+const BATCH_SMALL: &[&str] = &["tcp", "sockets"];
+
+fn named(provider: &str, list: &[&str]) -> bool {
+    list.iter().any(|p| provider.starts_with(p))
+}
+
+/// The provider facts [`caps`] turns into switches.
+pub struct ProviderFacts<'a> {
+    pub provider: &'a str,
+    pub fabric: &'a str,
+    pub domain: &'a str,
+    pub inject_size: usize,
+    pub max_msg_size: usize,
+    pub ordered_raw: bool,
+    pub ordered_atomic_raw: bool,
+    pub atomic_order: crate::transport::AtomicOrder,
+    pub mr: MrCaps,
+    pub atomics: AtomicTable,
+}
+
+/// The capabilities of an endpoint on a provider.
+pub fn caps(f: ProviderFacts<'_>) -> Caps {
+    Caps {
+        backend: "ofi",
+        name: f.provider.to_string(),
+        fabric: f.fabric.to_string(),
+        domain: f.domain.to_string(),
+        native_atomics: !named(f.provider, EMULATED_ATOMICS),
+        needs_target_progress: true,
+        batch_small: named(f.provider, BATCH_SMALL),
+        inject_size: f.inject_size,
+        max_msg_size: f.max_msg_size,
+        completion: if f.ordered_raw {
+            RemoteCompletion::OrderedRead
+        } else {
+            RemoteCompletion::DeliveryComplete
+        },
+        ordered_atomic_raw: f.ordered_atomic_raw,
+        atomic_order: f.atomic_order,
+        mr: f.mr,
+        atomics: f.atomics,
+    }
+}
