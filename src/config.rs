@@ -2,6 +2,7 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
+//! | `ONESIDED_BACKEND` | `auto` | the transport back-end: `ofi` (libfabric), `auto` (libfabric) |
 //! | `ONESIDED_PROVIDER` | automatic | libfabric provider (`tcp`, `shm`, `sockets`, `verbs`, or a full name like `tcp;ofi_rxm`) |
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
 //! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
@@ -37,6 +38,15 @@ pub enum ProgressMode {
     Thread,
     /// Only calls into the library make progress.
     Manual,
+}
+
+/// The transport back-end (`ONESIDED_BACKEND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Chosen by what this machine has.
+    Auto,
+    /// libfabric.
+    Ofi,
 }
 
 /// Which path accumulates take (`ONESIDED_ACCUMULATE`).
@@ -128,6 +138,8 @@ impl OpConfig {
 /// Settings read once at `World::init`.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The transport back-end.
+    pub backend: Backend,
     /// Requested provider, if any.
     pub provider: Option<String>,
     /// Progress mode.
@@ -236,8 +248,20 @@ impl Config {
                 })
             }
         };
+        let backend = match var("ONESIDED_BACKEND").as_deref().map(str::trim) {
+            None | Some("auto") => Backend::Auto,
+            Some("ofi" | "libfabric") => Backend::Ofi,
+            Some(v) => {
+                return Err(Error::Config {
+                    var: "ONESIDED_BACKEND",
+                    value: v.to_string(),
+                    message: "expected `auto` or `ofi`".into(),
+                })
+            }
+        };
         let secs = number("ONESIDED_TIMEOUT", 60, 0, 1 << 30)?;
         Ok(Config {
+            backend,
             provider: var("ONESIDED_PROVIDER"),
             progress,
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,

@@ -11,7 +11,6 @@ use crate::error::{Error, Result};
 use crate::progress::ProgressAgent;
 use crate::transport::am::{self, ActiveMessages, AmStats};
 use crate::transport::exposed::ExposedTable;
-use crate::transport::ofi::OfiTransport;
 use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transport};
 use crate::window::am_accumulate::AccumulateHandler;
 use crate::window::directory::{BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
@@ -84,7 +83,7 @@ impl World {
         init_tracing(config.verbose);
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
         let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
-        let transport: SharedTransport = Arc::new(OfiTransport::open(&config)?);
+        let transport: SharedTransport = crate::transport::open(&config)?;
         let peers = Arc::new(PeerTable::default());
         let am = {
             // Replies may go to a rank this process never contacted: the
@@ -131,7 +130,7 @@ impl World {
         ctrl.store_u64(0, MAGIC)?;
         let ctrl_reg = transport.register(&ctrl)?;
         let card = peers::encode_card(
-            transport.address(),
+            transport.card(),
             RemoteAddr {
                 addr: ctrl_reg.base,
                 key: ctrl_reg.key,

@@ -9,15 +9,17 @@
 //!
 //! How an idle agent waits depends on the back-end:
 //!
-//! * **Blocking** ([`Transport::idle_wait`] supported; tcp and verbs through
-//!   `ofi_rxm`): after [`HOT_POLLS`] empty polls the agent blocks on the
-//!   provider's wait object, which wakes on a completion *or* on bytes
-//!   arriving on any connection — so incoming RMA, which produces no
-//!   completion at the target, is served within a wake-up (microseconds) and
-//!   an idle process sleeps in the kernel. The block is bounded by
-//!   [`IDLE_BLOCK`] only as a safety net.
-//! * **Polling** (no suitable wait object; shm, sockets): it yields, then
-//!   sleeps with a growing interval capped at [`MAX_SLEEP`].
+//! * **Sleeping on event sources** (the back-end has
+//!   [`Transport::event_fds`]; tcp and verbs through `ofi_rxm`): after
+//!   [`HOT_POLLS`] empty polls the agent re-arms the back-end's
+//!   notifications ([`Transport::arm`]) and sleeps in `poll(2)` on the
+//!   back-end's descriptors and its own stop eventfd. The descriptors wake
+//!   on a completion *or* on bytes arriving on any connection — so incoming
+//!   RMA, which produces no completion at the target, is served within a
+//!   wake-up (microseconds) and an idle process sleeps in the kernel. The
+//!   sleep is bounded by [`IDLE_BLOCK`] only as a safety net.
+//! * **Polling** (no event sources; shm, sockets): it yields, then sleeps
+//!   with a growing interval capped at [`MAX_SLEEP`].
 //!
 //! Invariant: the agent only reads completions; all state it touches is the
 //! completion counters (atomics) of operations that are in flight. Threads
@@ -25,10 +27,14 @@
 //! delays them (the domain is `FI_THREAD_SAFE`; a blocking read holds no
 //! lock while it sleeps).
 
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use crate::transport::{SharedTransport, Transport};
 
@@ -36,16 +42,16 @@ use crate::transport::{SharedTransport, Transport};
 pub const MAX_SLEEP: Duration = Duration::from_micros(200);
 /// Idle polls answered by yielding before a polling agent starts to sleep.
 const YIELD_POLLS: u32 = 200;
-/// Empty polls before a blocking agent blocks.
+/// Empty polls before an agent with event sources sleeps on them.
 pub const HOT_POLLS: u32 = 8;
-/// Longest single block of an idle blocking agent (a safety net: wake-ups
-/// come from the provider's wait object).
+/// Longest single sleep of an idle agent on event sources (a safety net:
+/// wake-ups come from the back-end's descriptors).
 pub const IDLE_BLOCK: Duration = Duration::from_millis(10);
 
 /// A running progress thread; stopped and joined on drop.
 pub struct ProgressAgent {
     stop: Arc<AtomicBool>,
-    transport: SharedTransport,
+    wake: Arc<EventFd>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -53,28 +59,57 @@ impl ProgressAgent {
     /// Starts the agent for `transport`.
     pub fn start(transport: SharedTransport) -> std::io::Result<ProgressAgent> {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let t = transport.clone();
+        let wake = Arc::new(
+            EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(std::io::Error::from)?,
+        );
+        let (flag, w) = (stop.clone(), wake.clone());
         let handle = std::thread::Builder::new()
             .name("onesided-progress".into())
-            .spawn(move || run(t.as_ref(), &flag))?;
+            .spawn(move || run(transport.as_ref(), &flag, &w))?;
         Ok(ProgressAgent {
             stop,
-            transport,
+            wake,
             handle: Some(handle),
         })
     }
 }
 
-fn run(transport: &dyn Transport, stop: &AtomicBool) {
+/// Sleeps until one of the back-end's descriptors or `wake` is readable,
+/// or [`IDLE_BLOCK`] passed. `false`: the back-end offers no descriptor.
+fn sleep_on_events(transport: &dyn Transport, wake: &EventFd) -> crate::error::Result<bool> {
+    let fds = transport.event_fds();
+    if fds.is_empty() {
+        return Ok(false);
+    }
+    if !transport.arm()? {
+        // Work arrived between the last poll and the arming.
+        return Ok(true);
+    }
+    let mut set: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    set.push(PollFd::new(wake.as_fd(), PollFlags::POLLIN));
+    let ms = u16::try_from(IDLE_BLOCK.as_millis()).unwrap_or(u16::MAX);
+    match nix::poll::poll(&mut set, PollTimeout::from(ms)) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(true),
+        Err(e) => Err(crate::error::Error::io(
+            "progress agent: poll on the back-end's event sources",
+            e.into(),
+        )),
+    }
+}
+
+fn run(transport: &dyn Transport, stop: &AtomicBool, wake: &EventFd) {
     let mut idle: u32 = 0;
     let mut sleep = Duration::from_micros(5);
     let mut can_block = true;
     while !stop.load(Ordering::Acquire) {
         let served = match transport.progress() {
-            Ok(0) if can_block && idle >= HOT_POLLS => match transport.idle_wait(IDLE_BLOCK) {
-                Ok(Some(n)) => Ok(n),
-                Ok(None) => {
+            Ok(0) if can_block && idle >= HOT_POLLS => match sleep_on_events(transport, wake) {
+                Ok(true) => transport.progress(),
+                Ok(false) => {
                     can_block = false;
                     Ok(0)
                 }
@@ -107,7 +142,9 @@ fn run(transport: &dyn Transport, stop: &AtomicBool) {
 impl Drop for ProgressAgent {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        self.transport.interrupt_idle_wait();
+        if let Err(e) = self.wake.arm() {
+            tracing::warn!("waking the progress agent to stop it: {e}");
+        }
         if let Some(h) = self.handle.take() {
             if h.join().is_err() {
                 tracing::warn!("progress agent panicked");

@@ -8,7 +8,7 @@
 //! (capability flags); the layers above choose protocols from it, never
 //! from a back-end's name. The vocabulary ([`Datatype`], [`AtomicOp`],
 //! [`Atomic`]) is the crate's own; each back-end maps it to its values.
-//! Back-ends: [`ofi`] (libfabric).
+//! Back-ends: [`ofi`] (libfabric). [`open`] picks one.
 //!
 //! Buffer ownership is the transport's business: a blocking [`Transport::put`]
 //! returns only when the caller's buffer may be reused, a blocking
@@ -146,13 +146,34 @@ pub trait Transport: Send + Sync {
     fn stats(&self) -> TransportStats;
     /// What the back-end can do (fixed once it is open).
     fn caps(&self) -> &Caps;
-    /// This process's endpoint address, to publish to peers.
-    fn address(&self) -> &[u8];
-    /// Makes `rank` reachable at `address` (idempotent).
-    fn add_peer(&self, rank: usize, address: &[u8]) -> Result<()>;
-    /// Whether `rank` was added.
-    fn knows_peer(&self, rank: usize) -> bool;
-    /// Number of peers added (address-vector entries).
+    /// What a peer needs to reach this process (an endpoint address, a
+    /// device address and the queue pair that accepts connections, ...),
+    /// published once through the bootstrap as part of our card.
+    fn card(&self) -> &[u8];
+    /// The connection hook: first contact with `rank`, whose published card
+    /// is `card`. A connectionless back-end inserts an address; a
+    /// connection-oriented one makes the connection here, and the target's
+    /// side of the handshake is served by the target's [`progress`]
+    /// (its progress agent). Idempotent; bounded by `ONESIDED_TIMEOUT`.
+    ///
+    /// A connection that fails later (an error completion) is the
+    /// back-end's to repair: it is torn down and made again on the next
+    /// operation to `rank`, under a new generation number, so that
+    /// completions of the old connection are recognised and dropped
+    /// ([`TransportStats::rejected_completions`]) — a failed access never
+    /// leaves the pair of ranks unusable.
+    ///
+    /// # Errors
+    /// A card that does not decode, a peer that does not answer the
+    /// handshake in time: an error naming `rank`.
+    ///
+    /// [`progress`]: Transport::progress
+    fn connect(&self, rank: usize, card: &[u8]) -> Result<()>;
+    /// Whether `rank` was connected (contacted).
+    fn is_connected(&self, rank: usize) -> bool;
+    /// Number of peers with transport state (address-vector entries,
+    /// connections): only peers this process contacted or that contacted
+    /// it.
     fn peer_count(&self) -> usize;
     /// Registers memory for remote read and write.
     fn register(&self, mem: &Memory<'_>) -> Result<Registration>;
@@ -225,15 +246,22 @@ pub trait Transport: Send + Sync {
     fn set_receiver(&self, receiver: Arc<dyn Receiver>);
     /// Reads completions and drives the provider; returns how many completed.
     fn progress(&self) -> Result<usize>;
-    /// Blocks until the provider has work — a completion or, where the
-    /// back-end can see it, incoming traffic — or `timeout` passed, and
-    /// serves it; returns the completions processed, `None` if this back-end
-    /// cannot block (then the caller polls). For the idle progress agent.
-    fn idle_wait(&self, _timeout: std::time::Duration) -> Result<Option<usize>> {
-        Ok(None)
+    /// File descriptors that become readable when the back-end has work:
+    /// a completion, incoming traffic that needs serving, a connection
+    /// request. Empty when the back-end has none that covers all of its
+    /// work; an idle progress agent then polls instead of sleeping.
+    fn event_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        Vec::new()
     }
-    /// Wakes a thread blocked in [`Transport::idle_wait`].
-    fn interrupt_idle_wait(&self) {}
+    /// Prepares to sleep on [`Transport::event_fds`]: re-arms the
+    /// notifications. `Ok(true)`: nothing is pending, the caller may sleep
+    /// until a descriptor is readable; `Ok(false)`: work arrived meanwhile,
+    /// call [`Transport::progress`] first (the `fi_trywait` /
+    /// `ibv_req_notify_cq` pattern, which closes the race between the last
+    /// poll and the sleep).
+    fn arm(&self) -> Result<bool> {
+        Ok(false)
+    }
     /// Drives progress until `done` has nothing pending (bounded by the
     /// configured timeout), then reports the first error it recorded.
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()>;
@@ -241,3 +269,20 @@ pub trait Transport: Send + Sync {
 
 /// A shared transport.
 pub type SharedTransport = Arc<dyn Transport>;
+
+/// Opens the back-end `ONESIDED_BACKEND` names (`config.backend`): the one
+/// constructor of a transport.
+///
+/// * `ofi` — libfabric, with the provider `ONESIDED_PROVIDER` names or the
+///   first of its automatic order;
+/// * `auto` (default) — libfabric.
+///
+/// # Errors
+/// The back-end cannot be opened here (no provider, no device): the
+/// error names the back-end and what is missing.
+pub fn open(config: &crate::config::Config) -> Result<SharedTransport> {
+    use crate::config::Backend;
+    match config.backend {
+        Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
+    }
+}

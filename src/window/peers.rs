@@ -71,7 +71,7 @@ impl PeerTable {
         }
         let value = boot.get(&card_key(rank))?;
         let (address, ctrl) = decode_card(rank, &value)?;
-        transport.add_peer(rank, &address)?;
+        transport.connect(rank, &address)?;
         self.ctrl.lock().map_err(|_| poisoned())?.insert(rank, ctrl);
         tracing::debug!(rank, "contacted peer");
         Ok(ctrl)

@@ -181,7 +181,7 @@ impl ActiveMessages {
                 self.size
             )));
         }
-        if !t.knows_peer(target) {
+        if !t.is_connected(target) {
             (self.resolver)(target)?;
         }
         Ok(())

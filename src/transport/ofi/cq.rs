@@ -6,7 +6,7 @@
 //! token, once, and marks the operation done on its [`Completion`].
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libfabric_sys as fi;
 
@@ -200,61 +200,36 @@ fn complete_all(t: &OfiTransport, entries: &[fi::fi_cq_msg_entry]) {
     }
 }
 
-/// Blocks until the provider has something to do — a completion or, where
-/// the wait object covers the connections, incoming traffic — or `timeout`
-/// passed, then drains the CQ. Returns the completions processed, `None`
-/// when the CQ has no wait object (the caller must poll instead).
-pub fn block(t: &OfiTransport, timeout: Duration) -> Result<Option<usize>> {
-    if !t.cq_waitable {
-        return Ok(None);
-    }
-    if msg::retry_pending(t) {
-        // Receive buffers wait to be posted again: retry now, do not sleep.
-        return Ok(Some(drain(t)?));
-    }
-    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    let mut entries = [fi::fi_cq_msg_entry::default(); BATCH];
-    // SAFETY: live CQ opened with FI_CQ_FORMAT_MSG and a wait object
-    // (`cq_waitable`); buffer holds BATCH entries; no condition.
-    let n = unsafe {
-        fi::fi_cq_sread(
-            t.cq.as_ptr(),
-            entries.as_mut_ptr().cast(),
-            BATCH,
-            std::ptr::null(),
-            ms,
+/// The file descriptor of the CQ's wait object, which becomes readable when
+/// the provider has work: a completion or, for `ofi_rxm`, bytes on any
+/// connection (see [`wait_object`]). `None` without a wait object.
+pub fn wait_fd(cq: &Owned<fi::fid_cq>) -> Option<std::os::fd::RawFd> {
+    let mut fd: std::os::raw::c_int = -1;
+    // SAFETY: live CQ; FI_GETWAIT writes one int (the fd of an FI_WAIT_FD
+    // wait object) through the pointer.
+    let rc = unsafe {
+        fi::fi_control(
+            cq.fid(),
+            fi::FI_GETWAIT as std::os::raw::c_int,
+            (&mut fd as *mut std::os::raw::c_int).cast(),
         )
     };
-    let first = if n > 0 {
-        complete_all(t, &entries[..n as usize]);
-        n as usize
-    } else if n == EAGAIN
-        || n == 0
-        || n == -(fi::FI_ECANCELED as isize)
-        || n == -(fi::FI_ETIMEDOUT as isize)
-    {
-        // Timed out, interrupted by `interrupt`, or woken by traffic that
-        // produced no completion (incoming RMA): the drain below serves it.
-        0
-    } else if n == EAVAIL {
-        read_error(t)?;
-        1
-    } else {
-        return Err(fabric_error(
-            "fi_cq_sread",
-            n,
-            "waiting on the completion queue",
-        ));
-    };
-    Ok(Some(first + drain(t)?))
+    (rc == 0 && fd >= 0).then_some(fd)
 }
 
-/// Wakes a thread blocked in [`block`] (used to stop the progress agent).
-pub fn interrupt(t: &OfiTransport) {
-    if t.cq_waitable {
-        // SAFETY: live CQ with a wait object (fi_cq_signal asserts one).
-        unsafe { fi::fi_cq_signal(t.cq.as_ptr()) };
+/// Re-arms the CQ's wait object before the caller sleeps on [`wait_fd`]:
+/// `true` when nothing is pending (`fi_trywait` succeeded), `false` when
+/// the CQ must be read first.
+pub fn arm(t: &OfiTransport) -> bool {
+    if t.wait_fd.is_none() || msg::retry_pending(t) {
+        // No wait object, or receive buffers wait to be posted again.
+        return false;
     }
+    let mut fids = [t.cq.fid()];
+    // SAFETY: live fabric and CQ (the CQ belongs to that fabric's domain);
+    // the array holds one fid.
+    let rc = unsafe { fi::fi_trywait(t.fabric.as_ptr(), fids.as_mut_ptr(), 1) };
+    rc == 0
 }
 
 /// Reads all available completions; returns how many there were. Posts

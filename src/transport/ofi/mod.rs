@@ -92,10 +92,10 @@ pub struct OfiTransport {
     msgs: Option<msg::Messages>,
     av: Owned<fi::fid_av>,
     cq: Owned<fi::fid_cq>,
-    /// The CQ has a wait object that wakes on traffic (`cq::block`).
-    cq_waitable: bool,
+    /// The fd of the CQ's wait object, which wakes on traffic (`cq::wait_fd`).
+    wait_fd: Option<std::os::fd::RawFd>,
     domain: Owned<fi::fid_domain>,
-    _fabric: Owned<fi::fid_fabric>,
+    fabric: Owned<fi::fid_fabric>,
     _info: InfoList,
     props: Props,
     caps: Caps,
@@ -133,6 +133,7 @@ impl OfiTransport {
         let domain::Domain { domain, fabric } = domain::Domain::open(entry)?;
 
         let (cq, cq_waitable) = cq::open(&domain, &props.provider)?;
+        let wait_fd = if cq_waitable { cq::wait_fd(&cq) } else { None };
 
         let mut av_attr = fi::fi_av_attr {
             type_: fi::FI_AV_TABLE,
@@ -197,9 +198,9 @@ impl OfiTransport {
             msgs: None,
             av,
             cq,
-            cq_waitable,
+            wait_fd,
             domain,
-            _fabric: fabric,
+            fabric,
             _info: info,
             caps: caps::caps(caps::ProviderFacts {
                 provider: &props.provider,
@@ -321,11 +322,11 @@ impl Transport for OfiTransport {
         &self.caps
     }
 
-    fn address(&self) -> &[u8] {
+    fn card(&self) -> &[u8] {
         &self.address
     }
 
-    fn add_peer(&self, rank: usize, address: &[u8]) -> Result<()> {
+    fn connect(&self, rank: usize, address: &[u8]) -> Result<()> {
         let mut peers = self
             .peers
             .lock()
@@ -359,7 +360,7 @@ impl Transport for OfiTransport {
         Ok(())
     }
 
-    fn knows_peer(&self, rank: usize) -> bool {
+    fn is_connected(&self, rank: usize) -> bool {
         self.peers
             .lock()
             .map(|p| p.contains_key(&rank))
@@ -482,12 +483,18 @@ impl Transport for OfiTransport {
         waiting::wait(self, done, what)
     }
 
-    fn idle_wait(&self, timeout: Duration) -> Result<Option<usize>> {
-        self.ensure_alive()?;
-        cq::block(self, timeout)
+    fn event_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.wait_fd
+            .iter()
+            // SAFETY: the fd belongs to the CQ's wait object, which lives
+            // as long as the CQ, i.e. as long as `self` that the borrow is
+            // tied to.
+            .map(|&fd| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
+            .collect()
     }
 
-    fn interrupt_idle_wait(&self) {
-        cq::interrupt(self)
+    fn arm(&self) -> Result<bool> {
+        self.ensure_alive()?;
+        Ok(cq::arm(self))
     }
 }
