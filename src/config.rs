@@ -82,7 +82,7 @@ pub enum AggregateMode {
     Off,
 }
 
-/// Settings of the operation table and its pools (`src/ops/`).
+/// Settings of the operation table and its pools (`src/protocols/aggregation/`).
 #[derive(Debug, Clone, Copy)]
 pub struct OpConfig {
     /// Aggregation policy.

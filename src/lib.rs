@@ -2,9 +2,11 @@
 //!
 //! Layers, data flowing downward (see `docs/architecture.md`):
 //! `api` (World, Window, Request) → `epoch` (synchronization state machines)
-//! → `window` (directory, remote-key cache) → `transport` (trait; `ofi/`
-//! back-end) → `libfabric-sys`. `bootstrap` (launcher, PMI, key-value
-//! exchange) and `progress` sit beside.
+//! → `protocols` (software accumulate, lock queue, aggregation, PSCW
+//! notifications) → `meta` (window metadata: directory, remote-key cache,
+//! peers) → `transport` (the seam: trait, capabilities; back-ends `ofi/`)
+//! → `sys/`. `bootstrap` (launcher, PMI, key-value exchange) and
+//! `progress` sit beside.
 
 pub mod bootstrap;
 pub mod error;
@@ -13,10 +15,10 @@ pub use error::{Error, Result};
 pub mod api;
 pub mod config;
 pub mod epoch;
-pub mod ops;
+pub mod meta;
 pub mod progress;
+pub mod protocols;
 pub mod transport;
-pub mod window;
 
 pub use api::element::{Element, Integer};
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};

@@ -1,4 +1,4 @@
-//! Multi-process tests of aggregation (`src/ops/`, `docs/op-table.md`):
+//! Multi-process tests of aggregation (`src/protocols/aggregation/`, `docs/op-table.md`):
 //! small puts and software-path accumulates queued per target in the
 //! window's operation table and shipped as BATCH messages. Every body forces
 //! `ONESIDED_AGGREGATE=on` (so shm is covered too, though `auto` leaves it

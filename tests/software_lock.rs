@@ -10,9 +10,9 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use onesided::protocols::soft_lock::wire::{Carried, LockMsg, Status, SubOp};
 use onesided::transport::am::kind;
 use onesided::transport::{AtomicOp, Datatype};
-use onesided::window::lock_wire::{Carried, LockMsg, Status, SubOp};
 use onesided::{Assert, LockType, Op, Window, World};
 
 const ROUNDS: u64 = 40;

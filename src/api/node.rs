@@ -16,8 +16,8 @@ use super::world::World;
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::meta::directory;
 use crate::transport::{cpu_atomic, shm, Atomic, AtomicOp, Datatype, Memory};
-use crate::window::directory;
 
 /// Mapping-cache key of control regions (window ids start at 1).
 const CTRL_WINDOW: u64 = 0;

@@ -31,15 +31,15 @@ use super::element::{tag_name, Element};
 use super::world::World;
 use crate::epoch::{Permit, SyncState};
 use crate::error::{Error, Result};
+use crate::meta::directory::{self, Descriptor, ENTRY_BYTES};
+use crate::meta::dirty::Dirty;
+use crate::meta::targets::Targets;
+use crate::meta::uniform;
+use crate::meta::valid_ops::ValidOps;
 use crate::transport::exposed::Exposure;
 use crate::transport::{
     AtomicOrder, Completion, Memory, Registration, RemoteAddr, RemoteCompletion,
 };
-use crate::window::directory::{self, Descriptor, ENTRY_BYTES};
-use crate::window::dirty::Dirty;
-use crate::window::targets::Targets;
-use crate::window::uniform;
-use crate::window::valid_ops::ValidOps;
 
 /// Counters of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub struct WindowStats {
     pub cached_attach_tables: usize,
     /// Every rank passed the same size, type and flags and the provider lets
     /// us choose keys: peers are reached with no descriptor read
-    /// (`window::uniform`).
+    /// (`meta::uniform`).
     pub uniform: bool,
 }
 
@@ -72,8 +72,8 @@ struct Props {
 /// (MPI_THREAD_MULTIPLE). The per-operation path takes no lock in the
 /// common case (see `docs/performance.md`, "Per-operation cost"): the epoch
 /// check reads `permit` (`epoch::permit`), the target's descriptor and
-/// mapping come from the window's own write-once slots (`window::targets`),
-/// the flush bookkeeping is atomic bits (`window::dirty`). Everything else
+/// mapping come from the window's own write-once slots (`meta::targets`),
+/// the flush bookkeeping is atomic bits (`meta::dirty`). Everything else
 /// takes the mutex path, which stays the reference.
 pub struct Window<'a, T: Element> {
     world: &'a World,

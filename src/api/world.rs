@@ -6,17 +6,17 @@ use std::sync::{Arc, Mutex};
 use crate::bootstrap::node::NodeMap;
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, ProgressMode};
-use crate::epoch::post_box::PostBox;
 use crate::error::{Error, Result};
+use crate::meta::directory::{BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
+use crate::meta::mappings::Mappings;
+use crate::meta::peers::{self, PeerTable};
+use crate::meta::rkey_cache::{CacheStats, RkeyCache};
 use crate::progress::ProgressAgent;
+use crate::protocols::accumulate::AccumulateHandler;
+use crate::protocols::pscw::target::PostBox;
 use crate::transport::am::{self, ActiveMessages, AmStats};
 use crate::transport::exposed::ExposedTable;
 use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transport};
-use crate::window::am_accumulate::AccumulateHandler;
-use crate::window::directory::{BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
-use crate::window::mappings::Mappings;
-use crate::window::peers::{self, PeerTable};
-use crate::window::rkey_cache::{CacheStats, RkeyCache};
 
 /// Per-process counters showing that state grows only with peers contacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,16 +34,16 @@ pub struct WorldStats {
     /// The active-message layer's counters (protocol errors, requests).
     pub active_messages: AmStats,
     /// Barriers entered so far (`World::barrier`, fences that synchronize,
-    /// window free; creation synchronizes by its allreduce, `window::uniform`,
+    /// window free; creation synchronizes by its allreduce, `meta::uniform`,
     /// not counted here).
     pub barriers: u64,
     /// The intra-node direct path (operations done by load/store, mappings).
-    pub shm: crate::window::mappings::ShmStats,
+    pub shm: crate::meta::mappings::ShmStats,
     /// The software lock path, as a target (requests granted, queued,
     /// operations applied from lock-op-unlock messages).
-    pub locks: crate::window::lock_wire::LockStats,
+    pub locks: crate::protocols::soft_lock::target::LockStats,
     /// Aggregation: batches, queued operations, pool cleanups (`ops`).
-    pub ops: crate::ops::OpStats,
+    pub ops: crate::protocols::aggregation::OpStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -61,10 +61,10 @@ pub struct World {
     /// Post notifications received (post/start/complete/wait).
     pub(crate) posts: Arc<PostBox>,
     /// Windows on the software lock path (the lock handler's registry).
-    pub(crate) lock_table: Arc<crate::window::lock_queue::LockTable>,
-    pub(crate) lock_handler: Arc<crate::window::lock_wire::LockHandler>,
+    pub(crate) lock_table: Arc<crate::protocols::soft_lock::queue::LockTable>,
+    pub(crate) lock_handler: Arc<crate::protocols::soft_lock::target::LockHandler>,
     /// Global pools and counters of the operation tables (`ops`).
-    pub(crate) ops: Arc<crate::ops::Shared>,
+    pub(crate) ops: Arc<crate::protocols::aggregation::Shared>,
     pub(crate) boot: Arc<dyn Bootstrap>,
     pub(crate) peers: Arc<PeerTable>,
     pub(crate) rkeys: Mutex<RkeyCache>,
@@ -112,15 +112,15 @@ impl World {
         transport.set_receiver(am.clone());
         let posts = Arc::new(PostBox::default());
         am.register(am::kind::PSCW, posts.clone())?;
-        let lock_table = Arc::new(crate::window::lock_queue::LockTable::default());
-        let lock_handler = Arc::new(crate::window::lock_wire::LockHandler::new(
+        let lock_table = Arc::new(crate::protocols::soft_lock::queue::LockTable::default());
+        let lock_handler = Arc::new(crate::protocols::soft_lock::target::LockHandler::new(
             lock_table.clone(),
         ));
         am.register(am::kind::LOCK, lock_handler.clone())?;
-        let ops = Arc::new(crate::ops::Shared::new(config.ops));
+        let ops = Arc::new(crate::protocols::aggregation::Shared::new(config.ops));
         am.register(
             am::kind::BATCH,
-            Arc::new(crate::ops::BatchHandler {
+            Arc::new(crate::protocols::aggregation::BatchHandler {
                 table: exposed.clone(),
                 shared: ops.clone(),
             }),

@@ -32,7 +32,6 @@
 
 pub mod locks;
 pub mod permit;
-pub mod post_box;
 pub mod pscw;
 pub mod state;
 

@@ -23,7 +23,7 @@
 //!   so the word never exceeds `exposed`, and reaching it means every
 //!   origin of every post so far has completed (docs/semantics.md).
 //! * Post notifications are counted per (window, target) in the process's
-//!   [`super::post_box::PostBox`] as they arrive (a later epoch's target may
+//!   [`crate::protocols::pscw::target::PostBox`] as they arrive (a later epoch's target may
 //!   post early); an access epoch consumes one per target of its group, and
 //!   records here which targets it has consumed (`ready`).
 //!

@@ -109,7 +109,7 @@ impl<'a> Memory<'a> {
     }
 
     /// A non-owning view of the same bytes, for the table of memory exposed
-    /// to message handlers (`transport::exposed`, `window::lock_queue`),
+    /// to message handlers (`transport::exposed`, `protocols::soft_lock::queue`),
     /// which guarantee that the view is dropped before this memory (see
     /// `Exposure`, `LockExposure`).
     pub(crate) fn alias(&self) -> Memory<'static> {

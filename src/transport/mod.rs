@@ -178,7 +178,7 @@ pub trait Transport: Send + Sync {
     /// Registers memory for remote read and write.
     fn register(&self, mem: &Memory<'_>) -> Result<Registration>;
     /// [`Transport::register`] asking for remote key `key` (even: window
-    /// keys, see `window::uniform`); providers that choose keys
+    /// keys, see `meta::uniform`); providers that choose keys
     /// (`FI_MR_PROV_KEY`) return their own, so the caller compares.
     fn register_keyed(&self, mem: &Memory<'_>, _key: u64) -> Result<Registration> {
         self.register(mem)

@@ -10,8 +10,8 @@ use super::Window;
 use crate::api::element::Element;
 use crate::epoch::{Permit, Prepare, SyncState};
 use crate::error::{Error, Result};
+use crate::meta::directory::Descriptor;
 use crate::transport::RemoteAddr;
-use crate::window::directory::Descriptor;
 
 impl<T: Element> Window<'_, T> {
     pub(super) fn epoch(&self) -> Result<EpochGuard<'_>> {

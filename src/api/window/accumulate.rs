@@ -16,9 +16,9 @@ use crate::api::element::Element;
 use crate::api::op::{AnyOp, FetchOpFor, OpFor};
 use crate::api::request::Request;
 use crate::error::{Error, Result};
+use crate::meta::directory::{Descriptor, MAGIC};
 use crate::transport::inflight::Sink;
 use crate::transport::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype, InFlight};
-use crate::window::directory::{Descriptor, MAGIC};
 
 /// Where an accumulate call goes: its byte offset, the target's descriptor,
 /// and whether it takes the software path.
@@ -207,7 +207,7 @@ impl<T: Element> Window<'_, T> {
             bytemuck::cast_slice(data),
             Self::remote(&d, off),
         );
-        // After posting (window::dirty's rule).
+        // After posting (meta::dirty's rule).
         self.mark_atomic_dirty(rank);
         posted
     }

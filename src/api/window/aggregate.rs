@@ -1,4 +1,4 @@
-//! The window side of aggregation (`src/ops/`, `docs/op-table.md`): small
+//! The window side of aggregation (`src/protocols/aggregation/`, `docs/op-table.md`): small
 //! puts and small software-path accumulates are queued per target in the
 //! window's operation table and shipped as BATCH requests, which the
 //! target applies in order and acknowledges.
@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use super::Window;
 use crate::api::element::Element;
 use crate::error::{Error, Result};
-use crate::ops::{self, Entry, OpTable, Queued, TargetElem};
+use crate::protocols::aggregation::{self, Entry, OpTable, Queued, TargetElem};
 use crate::transport::am::kind;
 use crate::transport::inflight::Sink;
 use crate::transport::{AtomicOp, Completion};
@@ -45,9 +45,13 @@ pub(super) struct Aggregation {
 impl Aggregation {
     /// The table of window `id`, if aggregation is on for a back-end
     /// that does (`batch_small`) or does not prefer batching.
-    pub(super) fn new(id: u64, shared: &Arc<ops::Shared>, batch_small: bool) -> Option<Self> {
+    pub(super) fn new(
+        id: u64,
+        shared: &Arc<aggregation::Shared>,
+        batch_small: bool,
+    ) -> Option<Self> {
         let c = shared.config;
-        ops::enabled(c.mode, batch_small).then(|| Aggregation {
+        aggregation::enabled(c.mode, batch_small).then(|| Aggregation {
             table: Mutex::new(OpTable::new(id, shared.clone())),
             acks: Arc::new(Completion::new()),
             shipping: AtomicUsize::new(0),
@@ -82,7 +86,7 @@ impl<T: Element> Window<'_, T> {
         self.queue(
             rank,
             &Entry {
-                class: ops::PUT,
+                class: aggregation::PUT,
                 op: None,
                 datatype: None,
                 offset: off as u64,
@@ -124,7 +128,7 @@ impl<T: Element> Window<'_, T> {
         data: &[u8],
     ) -> Result<()> {
         let e = Entry {
-            class: ops::ACCUMULATE,
+            class: aggregation::ACCUMULATE,
             op: Some(op),
             datatype: Some(T::DATATYPE),
             offset: off as u64,
@@ -206,7 +210,7 @@ impl<T: Element> Window<'_, T> {
         let Some(a) = self.agg.as_ref() else {
             return Ok(());
         };
-        let has_acc = t.ops.iter().any(|o| o.class == ops::ACCUMULATE);
+        let has_acc = t.ops.iter().any(|o| o.class == aggregation::ACCUMULATE);
         if has_acc && !self.info.order().is_empty() {
             self.wait_acks(a)?;
         }

@@ -1,14 +1,14 @@
 //! This rank's part of window creation (`Window::build` runs it, then the
-//! creation's allreduce, `window::uniform`).
+//! creation's allreduce, `meta::uniform`).
 
 use super::{aggregate, direct, info, lock, soft_lock, Window, WindowInfo};
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
+use crate::meta::directory::{self, Descriptor, FLAG_DYNAMIC};
+use crate::meta::uniform;
 use crate::transport::exposed::Exposure;
 use crate::transport::{Memory, Registration};
-use crate::window::directory::{self, Descriptor, FLAG_DYNAMIC};
-use crate::window::uniform;
 
 /// This rank's part of a window, before the creation's allreduce.
 pub(super) struct Prepared<T: Element> {
@@ -33,7 +33,7 @@ pub(super) struct Prepared<T: Element> {
 impl<'a, T: Element> Window<'a, T> {
     /// This rank's part of creating window `id`: the accumulate paths, the
     /// directory slot, the registration (under the window's own key where
-    /// the provider lets us choose, `window::uniform`), the descriptor, the
+    /// the provider lets us choose, `meta::uniform`), the descriptor, the
     /// software-accumulate exposure, and whether the key is the window's.
     pub(super) fn prepare_local(
         world: &'a World,
@@ -97,7 +97,11 @@ impl<'a, T: Element> Window<'a, T> {
         let exposure = match (paths.software, dynamic) {
             (0, true) => None,
             (mask, _) => {
-                let puts = if dynamic { 0 } else { crate::ops::PUT_POLICY };
+                let puts = if dynamic {
+                    0
+                } else {
+                    crate::protocols::aggregation::PUT_POLICY
+                };
                 Some(world.exposed.expose(id, mem, T::DATATYPE, mask | puts)?)
             }
         };

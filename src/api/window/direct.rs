@@ -24,9 +24,9 @@ use super::Window;
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
+use crate::meta::directory::Descriptor;
+use crate::meta::mappings::{FLAG_CONTIG, FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
 use crate::transport::{cpu_atomic, shm, Atomic, Memory};
-use crate::window::directory::Descriptor;
-use crate::window::mappings::{FLAG_CONTIG, FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
 
 /// Window memory for `allocate`: a node-shared segment unless
 /// `ONESIDED_SHM=0` (or `shared`, for `allocate_shared`, which always is).
@@ -79,7 +79,7 @@ impl<T: Element> Window<'_, T> {
     /// The mapped segment of `rank` (not ourselves) if operations to it go
     /// by load/store: the window is node-shared, the direct path is on and
     /// `rank` is on this node. Counts the operation. The window's slot of
-    /// `rank` (`window::targets`, filled on first contact) answers without
+    /// `rank` (`meta::targets`, filled on first contact) answers without
     /// a lock while the world's mapping cache keeps the segment mapped.
     #[inline]
     pub(super) fn direct(

@@ -6,7 +6,7 @@
 //!   address divided by the element size, so displacements stay in elements
 //!   as for every other window). [`Window::detach`] gives the `Vec` back.
 //! * Attach and detach send nothing. The owner lists its regions in an
-//!   *attachment table* in registered memory (`window::attach`), published
+//!   *attachment table* in registered memory (`meta::attach`), published
 //!   through the window descriptor. A peer resolves a displacement against
 //!   its cached copy of the target's table; on a miss it reads the whole
 //!   table again (one RMA read) and, if the address is still not attached,
@@ -29,9 +29,9 @@ use super::{Window, WindowInfo};
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
+use crate::meta::attach::{self, Decoded, Region, ENTRY};
+use crate::meta::directory::{Descriptor, FLAG_DYNAMIC};
 use crate::transport::{Memory, Registration, RemoteAddr};
-use crate::window::attach::{self, Decoded, Region, ENTRY};
-use crate::window::directory::{Descriptor, FLAG_DYNAMIC};
 
 /// Largest attachment table accepted from a peer (bytes).
 const MAX_TABLE: u64 = 1 << 20;

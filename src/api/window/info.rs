@@ -5,8 +5,8 @@ use crate::api::element::Element;
 use crate::api::op::AnyOp;
 use crate::config::AccumulateMode;
 use crate::error::{Error, Result};
+use crate::protocols::accumulate::op_bit;
 use crate::transport::{AtomicKind, AtomicOp, AtomicOrder, Transport};
-use crate::window::am_accumulate::op_bit;
 
 const RAR: u8 = AtomicOrder::RAR.0;
 const RAW: u8 = AtomicOrder::RAW.0;

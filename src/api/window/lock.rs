@@ -26,10 +26,10 @@ use crate::api::world::World;
 use crate::config::LockMode;
 use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
+use crate::meta::directory::{self, Descriptor, FLAG_DYNAMIC};
+use crate::meta::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
 use crate::transport::Memory;
 use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
-use crate::window::directory::{self, Descriptor, FLAG_DYNAMIC};
-use crate::window::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
 
 use super::soft_lock::SoftLock;
 

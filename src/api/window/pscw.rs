@@ -11,7 +11,7 @@
 //! * Post notification: a target's `post` must tell each origin *which*
 //!   target posted (a later epoch's target may post early), so it is one
 //!   active message (kind `PSCW`, payload: the window id) per origin,
-//!   counted at the origin by `epoch::post_box`. An origin waits for the
+//!   counted at the origin by `protocols::pscw::target`. An origin waits for the
 //!   post of a target before its first operation to it and before telling
 //!   it `complete`. With `Assert::NOCHECK` on both sides (the matching calls
 //!   are known to have happened, e.g. across a barrier) nothing is sent.
@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 
 use super::Window;
 use crate::api::element::Element;
-use crate::epoch::post_box;
 use crate::epoch::pscw::normalize;
 use crate::epoch::Assert;
 use crate::error::{Error, Result};
+use crate::meta::directory;
+use crate::protocols::pscw::target;
 use crate::transport::am::kind as am_kind;
 use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
-use crate::window::directory;
 
 /// How long a PSCW wait only yields the core between progress calls before
 /// it starts sleeping: a matching call on the peer usually follows within
@@ -77,7 +77,7 @@ impl<T: Element> Window<'_, T> {
         // Local stores before the post are visible to the origins' accesses.
         std::sync::atomic::fence(Ordering::SeqCst);
         let me = self.world.rank();
-        let note = post_box::encode(self.id);
+        let note = target::encode(self.id);
         for o in origins {
             let sent = if o == me {
                 self.world

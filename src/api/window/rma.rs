@@ -38,7 +38,7 @@ impl<T: Element> Window<'_, T> {
             .world
             .transport()
             .put(rank, bytes, Self::remote(&d, off));
-        // After posting (window::dirty's rule).
+        // After posting (meta::dirty's rule).
         self.mark_dirty(rank);
         posted
     }

@@ -41,9 +41,9 @@ use super::{direct, Window, WindowInfo};
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
+use crate::meta::directory::Descriptor;
+use crate::meta::mappings::{FLAG_CONTIG, FLAG_SHARED};
 use crate::transport::{shm, Memory};
-use crate::window::directory::Descriptor;
-use crate::window::mappings::{FLAG_CONTIG, FLAG_SHARED};
 
 enum Segment<'w> {
     Own(&'w Memory<'w>),

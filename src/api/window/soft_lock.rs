@@ -1,6 +1,6 @@
 //! The origin side of the software lock path (`ONESIDED_LOCK`, decided per
 //! window): lock requests are active messages of kind `LOCK` served by the
-//! target's lock queue (`window::lock_queue`, `window::lock_wire`).
+//! target's lock queue (`protocols::soft_lock::queue`, `protocols::soft_lock::wire`).
 //!
 //! * **Lazy locks** (as MPICH): `lock` of a remote target sends nothing
 //!   and records the target as *pending*. The first operation acquires —
@@ -33,10 +33,10 @@ use crate::api::element::Element;
 use crate::api::op::AnyOp;
 use crate::epoch::LockType;
 use crate::error::{Error, Result};
+use crate::protocols::soft_lock::queue::LockExposure;
+use crate::protocols::soft_lock::wire::{Carried, LockMsg, Status, SubOp, MAX_OP_BYTES};
 use crate::transport::am::kind;
 use crate::transport::Completion;
-use crate::window::lock_queue::LockExposure;
-use crate::window::lock_wire::{Carried, LockMsg, Status, SubOp, MAX_OP_BYTES};
 
 /// An operation held back until the lock is acquired.
 enum Stash<T> {

@@ -1,6 +1,6 @@
 //! The origin side of the software accumulate path: an operation is cut
 //! into segments of at most `SEGMENT_BYTES` operand bytes, each sent as an
-//! active-message request (`window::am_accumulate`) that the target applies
+//! active-message request (`protocols::accumulate`) that the target applies
 //! with CPU atomics and acknowledges, with the previous values when
 //! fetching. To oneself, the same CPU atomics run here, directly.
 //!
@@ -19,10 +19,10 @@
 use super::Window;
 use crate::api::element::Element;
 use crate::error::{Error, Result};
+use crate::protocols::accumulate::{Request, SEGMENT_BYTES};
 use crate::transport::am::kind;
 use crate::transport::inflight::Sink;
 use crate::transport::{cpu_atomic, Atomic, AtomicOp, InFlight};
-use crate::window::am_accumulate::{Request, SEGMENT_BYTES};
 
 impl<T: Element> Window<'_, T> {
     /// Applies `op` to `count` elements at byte `off` of `rank`'s window

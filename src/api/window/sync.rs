@@ -8,8 +8,8 @@ use super::Window;
 use crate::api::element::Element;
 use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
-use crate::window::directory::{self, MAGIC};
-use crate::window::dirty::for_each_rank;
+use crate::meta::directory::{self, MAGIC};
+use crate::meta::dirty::for_each_rank;
 
 impl<T: Element> Window<'_, T> {
     /// Completes request-based operations locally.

@@ -45,11 +45,11 @@ use crate::error::{Error, Result};
 
 /// Message kinds used by the library (one handler each).
 pub mod kind {
-    /// Software accumulate requests (`window::am_accumulate`).
+    /// Software accumulate requests (`protocols::accumulate`).
     pub const ACCUMULATE: u8 = 1;
     /// Post/start/complete/wait notifications.
     pub const PSCW: u8 = 2;
-    /// Software locks and lock-op-unlock (`window::lock_wire`).
+    /// Software locks and lock-op-unlock (`protocols::soft_lock::wire`).
     pub const LOCK: u8 = 3;
     /// Batches of small puts and accumulates (`ops::BatchHandler`).
     pub const BATCH: u8 = 4;

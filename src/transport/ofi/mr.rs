@@ -3,7 +3,7 @@
 //! * `FI_MR_PROV_KEY`: the provider picks the key; otherwise we request
 //!   unique keys: odd ones from a per-transport counter, and even ones,
 //!   2 × window id, for window memory (`LocalMr::register_keyed`, so that
-//!   peers can compute a uniform window's key, `window::uniform`). The two
+//!   peers can compute a uniform window's key, `meta::uniform`). The two
 //!   sets are disjoint and window ids are unique per process, so requested
 //!   keys never collide within a process.
 //! * `FI_MR_ENDPOINT`: the region is bound to our endpoint and enabled.

@@ -276,4 +276,5 @@ impl Drop for LockExposure {
 }
 
 #[cfg(test)]
+#[path = "queue_tests.rs"]
 mod tests;

@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use super::batch::{self, Entry};
+use super::wire::{self, Entry};
 use super::{Shared, PUT_POLICY};
+use crate::protocols::accumulate::check_software_op;
 use crate::transport::am::Handler;
 use crate::transport::cpu_atomic;
 use crate::transport::exposed::ExposedTable;
 use crate::transport::{Atomic, Datatype};
-use crate::window::am_accumulate::check_software_op;
 
 /// Applies BATCH requests to exposed windows.
 pub struct BatchHandler {
@@ -45,7 +45,7 @@ fn check(
             e.offset
         ));
     }
-    if e.class == batch::PUT {
+    if e.class == wire::PUT {
         if policy & PUT_POLICY == 0 {
             return Err(format!("entry {k}: the window takes no batched puts"));
         }
@@ -81,7 +81,7 @@ impl Handler for BatchHandler {
         if reply.is_none() {
             return Err(refused("batches are requests".into()));
         }
-        let (id, entries) = batch::decode(payload).map_err(|e| refused(e.to_string()))?;
+        let (id, entries) = wire::decode(payload).map_err(|e| refused(e.to_string()))?;
         let applied = self
             .table
             .with(id, |mem, datatype, policy| -> Result<usize, String> {

@@ -1,7 +1,13 @@
 use proptest::prelude::*;
 
-use super::*;
+use std::sync::Arc;
+
+use super::target::*;
+use super::wire::*;
+use crate::transport::am::{Handler, MAX_PAYLOAD};
+use crate::transport::exposed::ExposedTable;
 use crate::transport::Memory;
+use crate::transport::{AtomicOp, Datatype};
 
 fn sum(window: u64, offset: u64, data: &[u8]) -> Request<'_> {
     Request {

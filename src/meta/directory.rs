@@ -7,7 +7,7 @@
 //! |---|---|
 //! | 0 | magic `ONESIDE1` (also the target of ordered flush reads) |
 //! | 8 + 8·k, k < 64 | barrier flag of dissemination round k |
-//! | 520 + 64·(2k + e mod 2), k < 32 | reduction slot of allreduce round k, epoch e (`window::uniform`) |
+//! | 520 + 64·(2k + e mod 2), k < 32 | reduction slot of allreduce round k, epoch e (`meta::uniform`) |
 //! | 4616 + 128·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
 //!
 //! A descriptor is sixteen words. Words 0–7 describe the window and never
@@ -32,7 +32,7 @@ pub const BARRIER_OFFSET: usize = 8;
 /// Number of dissemination rounds supported (2^64 processes).
 pub const BARRIER_ROUNDS: usize = 64;
 /// Offset of the reduction slots of window creation's allreduce
-/// (`window::uniform`): for each round k < `REDUCE_ROUNDS` and each parity
+/// (`meta::uniform`): for each round k < `REDUCE_ROUNDS` and each parity
 /// of the creation's epoch, `REDUCE_SLOT_BYTES` bytes = `REDUCE_WORDS`
 /// payload words followed by the slot's flag word.
 pub const REDUCE_OFFSET: usize = BARRIER_OFFSET + 8 * BARRIER_ROUNDS;
@@ -55,14 +55,14 @@ pub const SYNC_WORDS: usize = 72;
 pub const LOCK_WORD: usize = 72;
 /// Offset of the post counter (word 10): post/start/complete/wait. Unused
 /// so far: an origin must know which target posted, so posts are active
-/// messages (`epoch::post_box`); the word stays zero, reserved for it.
+/// messages (`protocols::pscw::target`); the word stays zero, reserved for it.
 pub const POST_WORD: usize = 80;
 /// Offset of the complete counter (word 11): origins' `complete` adds 1 by
 /// provider fetch-add; the owner's `wait` compares it with the number of
 /// origins it exposed the window to.
 pub const COMPLETE_WORD: usize = 88;
 /// `flags` bit: a dynamic window (`Window::create_dynamic`); base, length
-/// and key describe its attachment table (`window::attach`), not memory.
+/// and key describe its attachment table (`meta::attach`), not memory.
 /// Bits 16–23 of `flags` describe the window kind.
 pub const FLAG_DYNAMIC: u64 = 1 << 16;
 const CHECK_SALT: u64 = 0x9e37_79b9_7f4a_7c15;

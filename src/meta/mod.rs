@@ -11,12 +11,9 @@
 //! same size, type and flags need not even that read ([`uniform`]). The
 //! protocol is in `docs/directory.md`.
 
-pub mod am_accumulate;
 pub mod attach;
 pub mod directory;
 pub mod dirty;
-pub mod lock_queue;
-pub mod lock_wire;
 pub mod mappings;
 pub mod peers;
 pub mod rkey_cache;

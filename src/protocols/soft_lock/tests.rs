@@ -1,4 +1,11 @@
-use super::*;
+use std::sync::Arc;
+
+use super::queue::LockTable;
+use super::target::*;
+use super::wire::*;
+use crate::epoch::LockType;
+use crate::protocols::accumulate::op_bit;
+use crate::transport::{AtomicOp, Datatype};
 
 #[test]
 fn round_trip_and_rejects() {

@@ -17,16 +17,16 @@
 //! The window side (what is queued, when batches ship) is
 //! `api/window/aggregate.rs`.
 
-mod batch;
-mod handler;
 mod pool;
 mod table;
+mod target;
+mod wire;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub use batch::{begin as batch_begin, push as batch_push, Entry, ACCUMULATE, PUT};
-pub use handler::BatchHandler;
 pub use table::{OpTable, Queued, TargetElem};
+pub use target::BatchHandler;
+pub use wire::{begin as batch_begin, push as batch_push, Entry, ACCUMULATE, PUT};
 
 use crate::config::{AggregateMode, OpConfig};
 

@@ -21,15 +21,15 @@
 
 use std::sync::Arc;
 
-use super::batch::{self, Entry};
 use super::pool::{Home, Local};
+use super::wire::{self, Entry};
 use super::Shared;
 
 /// One queued operation (its bytes live in the target element's batch).
 #[derive(Debug)]
 pub struct OpElem {
     home: Home,
-    /// [`batch::PUT`] or [`batch::ACCUMULATE`].
+    /// [`wire::PUT`] or [`wire::ACCUMULATE`].
     pub class: u8,
     /// Bytes of data.
     pub len: usize,
@@ -111,7 +111,7 @@ impl OpTable {
 
     /// Queues `e` to `rank` (its encoded size must fit an empty batch).
     pub fn queue(&mut self, rank: usize, e: &Entry<'_>) -> Queued {
-        let need = batch::entry_size(e.data.len());
+        let need = wire::entry_size(e.data.len());
         let limit = self.shared.config.batch_bytes;
         let s = self.slot(rank);
         let pos = self.slots[s].iter().position(|t| t.rank == rank);
@@ -134,7 +134,7 @@ impl OpTable {
                 let (window, cap) = (self.window, limit);
                 let made = self.targets.take(&self.shared.target_elements, |home| {
                     let mut batch = Vec::with_capacity(cap);
-                    batch::begin(&mut batch, window);
+                    wire::begin(&mut batch, window);
                     TargetElem {
                         home,
                         rank,
@@ -148,13 +148,13 @@ impl OpTable {
                     return self.cleanup(rank);
                 };
                 t.rank = rank;
-                batch::begin(&mut t.batch, self.window);
+                wire::begin(&mut t.batch, self.window);
                 self.slots[s].push(t);
                 self.slots[s].len() - 1
             }
         };
         let t = &mut self.slots[s][i];
-        batch::push(&mut t.batch, e);
+        wire::push(&mut t.batch, e);
         t.ops.push(OpElem {
             class: e.class,
             len: e.data.len(),
