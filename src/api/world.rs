@@ -45,6 +45,8 @@ pub struct WorldStats {
     pub locks: crate::window::lock_wire::LockStats,
     /// Aggregation: batches, queued operations, pool cleanups (`ops`).
     pub ops: crate::ops::OpStats,
+    /// Exchanges with the launcher (puts, gets, fences, bytes).
+    pub bootstrap: crate::bootstrap::BootstrapStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -241,6 +243,7 @@ impl World {
             shm: self.mappings.stats(),
             locks: self.lock_handler.stats(),
             ops: self.ops.stats(),
+            bootstrap: self.boot.stats(),
         }
     }
 
