@@ -124,3 +124,9 @@ pub fn init() -> Result<Box<dyn Bootstrap>> {
         Mechanism::Singleton => Box::new(Singleton::new()),
     })
 }
+
+/// What PMIx support this build has: `PMIx <version> (<dir>)`, or
+/// `not built: <why>` (then a PMIx launch is refused).
+pub fn pmix_build() -> &'static str {
+    pmix_sys::BUILD
+}

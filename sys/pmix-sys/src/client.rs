@@ -212,6 +212,8 @@ impl Client {
     }
 
     /// `PMIx_Get(rank, key)` of a string value; `Ok(None)` when not found.
+    /// A remote value not (yet) committed is waited for, up to
+    /// `timeout_secs`; one of our own is looked up locally only.
     pub fn get_string(
         &self,
         rank: u32,
@@ -220,6 +222,12 @@ impl Client {
     ) -> Result<Option<String>, Error> {
         let mut infos = Infos::new();
         infos.timeout(timeout_secs)?;
+        if rank == self.me.rank {
+            // Our own values are in the local store once put: a missing one
+            // is missing, not worth waiting for (PMIx would wait for it to
+            // be committed until the timeout).
+            infos.push(ffi::PMIX_OPTIONAL, &true, ffi::PMIX_BOOL)?;
+        }
         self.get(rank, key, &infos, |v| {
             if v.type_ as u32 != ffi::PMIX_STRING {
                 return Err(format!("holds PMIx type {}, not a string", v.type_));
