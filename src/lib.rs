@@ -8,6 +8,7 @@
 
 pub mod bootstrap;
 pub mod error;
+pub mod topology;
 
 pub use error::{Error, Result};
 pub mod api;

@@ -143,9 +143,18 @@ impl World {
         super::node::publish(boot.as_ref(), &ctrl)?;
         boot.barrier()?;
 
+        let placement = crate::topology::placement_here(
+            &config.progress_cpu,
+            Some(transport.props().domain.as_str()),
+        )
+        .map_err(|m| Error::Config {
+            var: "ONESIDED_PROGRESS_CPU",
+            value: format!("{:?}", config.progress_cpu),
+            message: m,
+        })?;
         let agent = match config.progress {
             ProgressMode::Thread => Some(
-                ProgressAgent::start(transport.clone())
+                ProgressAgent::start(transport.clone(), placement.cpus.clone())
                     .map_err(|e| Error::io("starting the progress agent", e))?,
             ),
             ProgressMode::Manual => None,
@@ -153,7 +162,7 @@ impl World {
         if config.verbose {
             let p = transport.props();
             eprintln!(
-                "onesided: rank {}/{} provider {} (fabric {}, domain {}), bootstrap {}, progress {:?}, flush by {}",
+                "onesided: rank {}/{} provider {} (fabric {}, domain {}), bootstrap {}, progress {:?} (agent {}), flush by {}",
                 boot.rank(),
                 boot.size(),
                 p.provider,
@@ -161,6 +170,7 @@ impl World {
                 p.domain,
                 boot.name(),
                 config.progress,
+                placement.reason,
                 if p.ordered_raw { "ordered read" } else { "delivery-complete writes" },
             );
         }
@@ -337,7 +347,7 @@ impl Drop for World {
             }
             if let Ok(mut agent) = self.agent.lock() {
                 if agent.is_none() {
-                    match ProgressAgent::start(self.transport.clone()) {
+                    match ProgressAgent::start(self.transport.clone(), None) {
                         Ok(a) => *agent = Some(a),
                         Err(e) => tracing::warn!("no progress agent for the final barrier: {e}"),
                     }
