@@ -20,6 +20,7 @@
 # Any set-up failure prints its cause (the daemon's log tail) and exits 1.
 # Run by .ci/run; about 5 minutes. Extra arguments go to `cargo test`.
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
@@ -126,13 +127,16 @@ if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
 else
     [[ -s /etc/munge/munge.key ]] || die "/etc/munge/munge.key missing (the munge package creates it)"
     "${sudo[@]}" install -d -o munge -g munge -m 0755 /run/munge
-    "${sudo[@]}" runuser -u munge -- /usr/sbin/munged --pid-file="$state/munged.pid" ||
+    # (munged runs as munge: its pid file stays in /run/munge, which it owns.)
+    "${sudo[@]}" rm -f /run/munge/munged.pid
+    "${sudo[@]}" runuser -u munge -- /usr/sbin/munged ||
         die "munged did not start (see /var/log/munge/munged.log)"
     for _ in $(seq 50); do
-        [[ -s $state/munged.pid ]] && break
+        [[ -s /run/munge/munged.pid ]] && break
         sleep 0.1
     done
-    munged_pid=$(cat "$state/munged.pid" 2>/dev/null || true)
+    munged_pid=$(cat /run/munge/munged.pid 2>/dev/null || true)
+    [[ -n $munged_pid ]] || die "munged wrote no /run/munge/munged.pid"
     munge -n | unmunge >/dev/null || die "munge credential round trip failed: $(tail -5 /var/log/munge/munged.log 2>&1)"
     say "started munged (pid $munged_pid)"
 fi
