@@ -12,8 +12,9 @@ packages=(
     libfabric-bin     # fi_info, fi_pingpong: provider diagnostics
     libibverbs-dev    # rdma-sys: <infiniband/verbs.h>, libibverbs.so
     librdmacm-dev     # rdma-sys: <rdma/rdma_cma.h>, librdmacm.so
-    libhwloc-dev
-    libudev-dev
+    libhwloc-dev      # hwlocality: topology, progress-agent pinning, NUMA placement
+    libudev-dev       # hwlocality (hwloc-sys links udev)
+    libpmix-dev       # pmix-sys: PMIx client (srun --mpi=pmix, Open MPI mpirun); optional, the build probes for it
     libclang-dev      # bindgen
     pkg-config
     mpich             # reference MPI for cross-checking results

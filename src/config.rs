@@ -5,6 +5,7 @@
 //! | `ONESIDED_BACKEND` | `auto` | the transport back-end: `ofi` (libfabric), `auto` (libfabric) |
 //! | `ONESIDED_PROVIDER` | automatic | libfabric provider (`tcp`, `shm`, `sockets`, `verbs`, or a full name like `tcp;ofi_rxm`) |
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
+//! | `ONESIDED_PROGRESS_CPU` | `auto` | where the progress agent thread (`onesided-agent`) runs: `auto` (a whole core near the NIC/domain that the process is not bound to; unpinned when none is free or without topology information), `none` (never pinned), or a CPU list (`3`, `2,3`, `4-7`); see `crate::topology` |
 //! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
 //! | `ONESIDED_MAX_WINDOWS` | 256 | windows alive at once per process (slots of the window directory) |
 //! | `ONESIDED_MAX_ATTACH` | 64 | regions attached at once to one dynamic window per process (entries of its attachment table, 32 bytes each) |
@@ -144,6 +145,8 @@ pub struct Config {
     pub provider: Option<String>,
     /// Progress mode.
     pub progress: ProgressMode,
+    /// `ONESIDED_PROGRESS_CPU`: where the progress agent is pinned.
+    pub progress_cpu: crate::topology::ProgressCpu,
     /// Capacity of the remote-key cache.
     pub rkey_cache: usize,
     /// Directory slots (windows alive at once).
@@ -259,9 +262,18 @@ impl Config {
                 })
             }
         };
+        let progress_cpu = match var("ONESIDED_PROGRESS_CPU") {
+            None => crate::topology::ProgressCpu::Auto,
+            Some(v) => crate::topology::ProgressCpu::parse(&v).map_err(|m| Error::Config {
+                var: "ONESIDED_PROGRESS_CPU",
+                value: v.clone(),
+                message: format!("{m}; expected `auto`, `none` or a CPU list like `3` or `2,4-5`"),
+            })?,
+        };
         let secs = number("ONESIDED_TIMEOUT", 60, 0, 1 << 30)?;
         Ok(Config {
             backend,
+            progress_cpu,
             provider: var("ONESIDED_PROVIDER"),
             progress,
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,

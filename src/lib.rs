@@ -10,6 +10,7 @@
 
 pub mod bootstrap;
 pub mod error;
+pub mod topology;
 
 pub use error::{Error, Result};
 pub mod api;

@@ -30,13 +30,7 @@ spmd_test!(
     jobs = common::matrix_one_provider(&[2, 4]),
     || {
         let boot = bootstrap::init().expect("bootstrap init");
-        let expected = std::env::var("ONESIDED_TEST_LAUNCHER").unwrap();
-        let expected = if expected == "hydra" {
-            "pmi1"
-        } else {
-            "onesided-run"
-        };
-        assert_eq!(boot.name(), expected);
+        assert_eq!(boot.name(), common::expected_bootstrap());
         assert_eq!(boot.size(), env_usize("ONESIDED_TEST_RANKS"));
         let (rank, size) = (boot.rank(), boot.size());
         assert!(rank < size);

@@ -44,6 +44,8 @@ pub struct WorldStats {
     pub locks: crate::protocols::soft_lock::target::LockStats,
     /// Aggregation: batches, queued operations, pool cleanups (`ops`).
     pub ops: crate::protocols::aggregation::OpStats,
+    /// Exchanges with the launcher (puts, gets, fences, bytes).
+    pub bootstrap: crate::bootstrap::BootstrapStats,
 }
 
 /// A running job: rank, size, transport, progress agent.
@@ -140,9 +142,18 @@ impl World {
         super::node::publish(boot.as_ref(), &ctrl)?;
         boot.barrier()?;
 
+        let placement = crate::topology::placement_here(
+            &config.progress_cpu,
+            Some(transport.caps().domain.as_str()),
+        )
+        .map_err(|m| Error::Config {
+            var: "ONESIDED_PROGRESS_CPU",
+            value: format!("{:?}", config.progress_cpu),
+            message: m,
+        })?;
         let agent = match config.progress {
             ProgressMode::Thread => Some(
-                ProgressAgent::start(transport.clone())
+                ProgressAgent::start(transport.clone(), placement.cpus.clone())
                     .map_err(|e| Error::io("starting the progress agent", e))?,
             ),
             ProgressMode::Manual => None,
@@ -150,7 +161,7 @@ impl World {
         if config.verbose {
             let c = transport.caps();
             eprintln!(
-                "onesided: rank {}/{} back-end {} {} (fabric {}, domain {}), bootstrap {}, progress {:?}, flush by {}",
+                "onesided: rank {}/{} back-end {} {} (fabric {}, domain {}), bootstrap {}, progress {:?} (agent {}), flush by {}",
                 boot.rank(),
                 boot.size(),
                 c.backend,
@@ -159,6 +170,7 @@ impl World {
                 c.domain,
                 boot.name(),
                 config.progress,
+                placement.reason,
                 c.completion.describe(),
             );
         }
@@ -242,6 +254,7 @@ impl World {
             shm: self.mappings.stats(),
             locks: self.lock_handler.stats(),
             ops: self.ops.stats(),
+            bootstrap: self.boot.stats(),
         }
     }
 
@@ -335,7 +348,7 @@ impl Drop for World {
             }
             if let Ok(mut agent) = self.agent.lock() {
                 if agent.is_none() {
-                    match ProgressAgent::start(self.transport.clone()) {
+                    match ProgressAgent::start(self.transport.clone(), None) {
                         Ok(a) => *agent = Some(a),
                         Err(e) => tracing::warn!("no progress agent for the final barrier: {e}"),
                     }

@@ -70,6 +70,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let all_reports = reports.clone();
     let entries: Vec<Entry> = reports
         .into_iter()
         .map(|r| survey_atomics(r, args.no_atomics))
@@ -78,6 +79,7 @@ fn main() -> ExitCode {
         let doc = serde_json::json!({
             "libfabric": survey::libfabric_version(),
             "providers": entries,
+            "topology": topology_text(auto.as_ref(), &all_reports).lines().collect::<Vec<_>>(),
         });
         match serde_json::to_string_pretty(&doc) {
             Ok(s) => emit(&(s + "\n")),
@@ -87,8 +89,125 @@ fn main() -> ExitCode {
             }
         }
     } else {
-        emit(&text(&entries, auto.as_ref(), args.no_atomics))
+        let mut t = text(&entries, auto.as_ref(), args.no_atomics);
+        t.push_str(&topology_text(auto.as_ref(), &all_reports));
+        emit(&t)
     }
+}
+
+/// The hwloc topology and the placement choices for the automatic provider
+/// (or a note that there is no topology information).
+fn topology_text(auto: Option<&ProviderReport>, reports: &[ProviderReport]) -> String {
+    use onesided::topology::{self, format_cpu_list, ProgressCpu};
+    let mut o = String::new();
+    let facts = match topology::this_machine() {
+        Ok(f) => f,
+        Err(e) => {
+            out!(o, "\ntopology: no information ({e});");
+            out!(
+                o,
+                "  placement as without hwloc: progress agent unpinned, first domain of the provider, window memory where first touched"
+            );
+            return o;
+        }
+    };
+    let cores = {
+        let mut c: Vec<usize> = facts.pus.iter().map(|p| p.core).collect();
+        c.sort_unstable();
+        c.dedup();
+        c.len()
+    };
+    out!(o, "\ntopology (hwloc, {}):", facts.source);
+    out!(
+        o,
+        "  {} CPUs ({}) in {} cores; NUMA nodes: {}",
+        facts.pus.len(),
+        format_cpu_list(&facts.all_cpus()),
+        cores,
+        if facts.numa_nodes.is_empty() {
+            "unknown".to_string()
+        } else {
+            format_cpu_list(&facts.numa_nodes)
+        }
+    );
+    for n in &facts.numa_nodes {
+        let cpus: Vec<usize> = facts
+            .pus
+            .iter()
+            .filter(|p| p.numa == Some(*n))
+            .map(|p| p.os)
+            .collect();
+        out!(o, "    NUMA node {n}: CPUs {}", format_cpu_list(&cpus));
+    }
+    if facts.devices.is_empty() {
+        out!(o, "  network devices: none known to hwloc");
+    }
+    for d in &facts.devices {
+        out!(
+            o,
+            "  network device {} ({}): near CPUs {}, NUMA node(s) {}",
+            d.name,
+            d.kind,
+            format_cpu_list(&d.cpus),
+            format_cpu_list(&d.numa)
+        );
+    }
+    let binding = topology::current_binding();
+    let my_numa = facts.numa_of(&binding);
+    out!(
+        o,
+        "  this process: bound to CPUs {}{}",
+        format_cpu_list(&binding),
+        my_numa.map_or(String::new(), |n| format!(" (NUMA node {n})"))
+    );
+    let Some(auto) = auto else {
+        return o;
+    };
+    let mut candidates: Vec<&str> = Vec::new();
+    for r in reports.iter().filter(|r| r.provider == auto.provider) {
+        if !candidates.contains(&r.domain.as_str()) {
+            candidates.push(r.domain.as_str());
+        }
+    }
+    let device = match topology::closest_device(facts, &candidates, &binding) {
+        Some(i) if candidates.len() > 1 => {
+            out!(
+                o,
+                "  device for {}: {} (closest to this process of {})",
+                auto.provider,
+                candidates[i],
+                candidates.join(", ")
+            );
+            candidates[i]
+        }
+        _ => {
+            out!(
+                o,
+                "  device for {}: {} (the only domain, or none is in the topology)",
+                auto.provider,
+                auto.domain
+            );
+            auto.domain.as_str()
+        }
+    };
+    let (req, req_text) = match std::env::var("ONESIDED_PROGRESS_CPU") {
+        Ok(v) => (ProgressCpu::parse(&v).unwrap_or_default(), v),
+        Err(_) => (ProgressCpu::Auto, "auto".to_string()),
+    };
+    match topology::agent_placement(Some(facts), &req, &binding, Some(device)) {
+        Ok(p) => out!(
+            o,
+            "  progress agent (ONESIDED_PROGRESS_CPU={req_text}): {}",
+            p.reason
+        ),
+        Err(e) => out!(o, "  progress agent: error: {e}"),
+    }
+    out!(
+        o,
+        "  window memory: touched first by the creating thread, so placed on its NUMA node{}",
+        my_numa.map_or(String::new(), |n| format!(" ({n} for this process)"))
+    );
+    o
 }
 
 /// Writes the output; a closed pipe (`| head`) is not an error.

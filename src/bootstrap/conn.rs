@@ -15,10 +15,29 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
 use nix::sys::socket::{recv, send, MsgFlags};
 use nix::sys::stat::{fstat, SFlag};
+
+/// `PMI_FD` is adopted at most once per process, by PMI-1 or PMI-2.
+static PMI_FD_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// Adopts the inherited `PMI_FD` (number `fd`) for the client `via`.
+pub(crate) fn adopt_pmi_fd(via: &'static str, fd: RawFd) -> crate::error::Result<InheritedFd> {
+    if PMI_FD_TAKEN.swap(true, Ordering::SeqCst) {
+        return Err(crate::error::Error::bootstrap(
+            via,
+            "PMI_FD was already used by this process (init called twice?)",
+        ));
+    }
+    InheritedFd::adopt(fd).map_err(|m| crate::error::Error::Config {
+        var: "PMI_FD",
+        value: fd.to_string(),
+        message: m,
+    })
+}
 
 /// A connected stream to a PMI server.
 #[derive(Debug)]

@@ -5,33 +5,47 @@
 //! looks up other processes' values *lazily*, when it first contacts them.
 //! Nothing here is sized by the number of processes.
 //!
-//! Three ways in, detected from the environment by [`init`], in this order:
+//! Ways in, detected from the environment by [`init`], in this order:
 //! 1. our launcher `onesided-run` ([`launcher`]): `ONESIDED_LAUNCHER_ADDR` is
 //!    set (then `ONESIDED_JOB_TOKEN`, `ONESIDED_RANK` and `ONESIDED_SIZE` must
 //!    be set too);
-//! 2. an existing launcher through PMI-1 ([`pmi1`]; MPICH Hydra, Slurm's
-//!    pmi1): `PMI_FD` is set (with `PMI_RANK`, `PMI_SIZE`), or else `PMI_PORT`
-//!    and `PMI_ID` are set;
-//! 3. no launcher at all: a singleton, rank 0 of 1 ([`singleton`]).
+//! 2. PMIx ([`pmix`]; Slurm's `srun --mpi=pmix`, Open MPI's `mpirun`):
+//!    `PMIX_RANK`, `PMIX_NAMESPACE` or a `PMIX_SERVER_URI*` is set;
+//! 3. PMI-2 over `PMI_FD` ([`pmi2`]; Slurm's `srun --mpi=pmi2`): `PMI_FD` is
+//!    set and the launcher says it serves PMI-2 (`SLURM_MPI_TYPE=pmi2` or
+//!    `PMI_VERSION=2`);
+//! 4. PMI-1 ([`pmi1`]; MPICH Hydra): `PMI_FD` is set (with `PMI_RANK`,
+//!    `PMI_SIZE`), or else `PMI_PORT` and `PMI_ID` are set;
+//! 5. no launcher at all: a singleton, rank 0 of 1 ([`singleton`]) — but
+//!    only if no launcher we cannot speak started us: a process of a
+//!    multi-task `srun` step without PMI, or of an Open MPI job without
+//!    PMIx, fails with an error saying what to do instead of running as one
+//!    of several unrelated singletons.
 //!
 //! Our launcher speaks the same PMI-1 "simple" wire protocol ([`wire`]) after
 //! an authentication line, so one client ([`pmi1::Pmi1`]) serves cases 1 and
-//! 2. PMI-2 or PMIx would be further implementations of [`Bootstrap`],
-//! selected by [`init`] from their own environment variables (see
-//! `docs/bootstrap.md`).
+//! 4. Every implementation counts its exchanges ([`BootstrapStats`]).
 
 pub mod launcher;
 pub mod node;
 pub mod pmi1;
+pub mod pmi2;
+pub mod pmix;
 pub mod singleton;
 pub mod wire;
 
 mod conn;
+mod detect;
+mod stats;
 
 use crate::error::Result;
 
+pub use detect::Mechanism;
 pub use pmi1::Pmi1;
+pub use pmi2::Pmi2;
+pub use pmix::Pmix;
 pub use singleton::Singleton;
+pub use stats::BootstrapStats;
 
 /// Longest key, in characters, that every mechanism stores intact.
 ///
@@ -53,6 +67,11 @@ pub const MAX_VALUE_LEN: usize = 1023;
 /// characters, values 0 to [`MAX_VALUE_LEN`] (1023); both consist of printable
 /// ASCII without spaces and without `=` (callers hex-encode binary data).
 ///
+/// Keys a process publishes end in `-<its rank>` (`os-3`, `osh-3`): PMI-1
+/// and PMI-2 have one store for the job and need unique names, and PMIx,
+/// whose store is per process, finds the publisher of a key from that
+/// suffix (see [`Pmix`]).
+///
 /// Dropping a launched implementation tells the launcher this process has
 /// finalized (PMI-1 `cmd=finalize`); [`Pmi1::finalize`] does it explicitly.
 pub trait Bootstrap: Send + Sync {
@@ -66,39 +85,48 @@ pub trait Bootstrap: Send + Sync {
     fn barrier(&self) -> Result<()>;
     /// Looks up a key published (and committed by a barrier) by any process.
     fn get(&self, key: &str) -> Result<String>;
-    /// Short name of the mechanism, for logs (`"onesided-run"`, `"pmi1"`, `"singleton"`).
+    /// Short name of the mechanism, for logs (`"onesided-run"`, `"pmi1"`,
+    /// `"pmi2"`, `"pmix"`, `"singleton"`).
     fn name(&self) -> &'static str;
+    /// The exchanges this process made so far.
+    fn stats(&self) -> BootstrapStats;
+    /// The ranks on this node, sorted, when the mechanism knows them as a
+    /// list (PMIx's local peers); `None` when the placement comes from the
+    /// `PMI_process_mapping` key or is implied (see [`node::discover`]).
+    fn local_ranks(&self) -> Result<Option<Vec<usize>>> {
+        Ok(None)
+    }
 }
 
 /// Detects how this process was started and joins the job.
 ///
-/// Detection order: our launcher (`ONESIDED_LAUNCHER_ADDR`), then PMI-1
-/// (`PMI_FD`, else `PMI_PORT` + `PMI_ID`), else a singleton. A variable that
-/// is present but malformed is an error, never a silent fall-through to the
-/// next mechanism.
+/// Detection order: our launcher (`ONESIDED_LAUNCHER_ADDR`), PMIx
+/// (`PMIX_*`), PMI-2 (`PMI_FD` with `SLURM_MPI_TYPE=pmi2` or
+/// `PMI_VERSION=2`), PMI-1 (`PMI_FD`, else `PMI_PORT` + `PMI_ID`), else a
+/// singleton. A variable that is present but malformed is an error, never a
+/// silent fall-through to the next mechanism; so is the environment of a
+/// launcher this build cannot speak (PMIx without PMIx support built, an
+/// `srun` step of several tasks without PMI, an Open MPI job without PMIx):
+/// see [`Mechanism::from_env`].
 ///
 /// Under `onesided-run` this also starts the lifeline thread (once per
 /// process): if the launcher dies, the process prints one line to stderr and
 /// exits with [`launcher::LIFELINE_EXIT_CODE`].
 pub fn init() -> Result<Box<dyn Bootstrap>> {
-    if env_present(launcher::ENV_ADDR) {
-        tracing::debug!("bootstrap: joining onesided-run job");
-        return Ok(Box::new(launcher::client::join_from_env()?));
-    }
-    if env_present("PMI_FD") {
-        tracing::debug!("bootstrap: PMI-1 over inherited PMI_FD");
-        return Ok(Box::new(Pmi1::from_fd_env()?));
-    }
-    if env_present("PMI_PORT") {
-        tracing::debug!("bootstrap: PMI-1 over PMI_PORT");
-        return Ok(Box::new(Pmi1::from_port_env()?));
-    }
-    tracing::debug!("bootstrap: no launcher found, singleton");
-    Ok(Box::new(Singleton::new()))
+    let mechanism = Mechanism::from_env()?;
+    tracing::debug!(?mechanism, "bootstrap: detected");
+    Ok(match mechanism {
+        Mechanism::OnesidedRun => Box::new(launcher::client::join_from_env()?),
+        Mechanism::Pmix => Box::new(Pmix::from_env()?),
+        Mechanism::Pmi2 => Box::new(Pmi2::from_fd_env()?),
+        Mechanism::Pmi1Fd => Box::new(Pmi1::from_fd_env()?),
+        Mechanism::Pmi1Port => Box::new(Pmi1::from_port_env()?),
+        Mechanism::Singleton => Box::new(Singleton::new()),
+    })
 }
 
-/// True when `var` is set to a non-empty value (set-but-not-UTF-8 counts as
-/// present, so that the mechanism's own parsing reports it).
-fn env_present(var: &str) -> bool {
-    std::env::var_os(var).is_some_and(|v| !v.is_empty())
+/// What PMIx support this build has: `PMIx <version> (<dir>)`, or
+/// `not built: <why>` (then a PMIx launch is refused).
+pub fn pmix_build() -> &'static str {
+    pmix_sys::BUILD
 }

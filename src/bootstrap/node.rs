@@ -13,6 +13,9 @@
 //!   The value comes from outside the process and is parsed as hostile input.
 //!   A missing key means "unknown": only this rank is local (correct, just
 //!   never direct).
+//! * Under PMIx the launcher lists the ranks of this node
+//!   (`PMIX_LOCAL_PEERS`, [`super::Bootstrap::local_ranks`]); the map keeps
+//!   that list (O(ranks on this node), never O(job)).
 //! * A singleton is alone.
 //!
 //! The representation is the list of blocks (bounded by the 1023-character
@@ -50,6 +53,8 @@ pub struct NodeMap {
     period: u64,
     my_node: u64,
     all_local: bool,
+    /// The ranks of this node, sorted, when the launcher gave them as a list.
+    local: Option<Vec<usize>>,
 }
 
 impl NodeMap {
@@ -76,7 +81,32 @@ impl NodeMap {
             period: 1,
             my_node: 0,
             all_local: size == 1,
+            local: None,
         }
+    }
+
+    /// The ranks of this node as a sorted list (PMIx's local peers); must
+    /// contain `rank`.
+    pub fn from_local_ranks(rank: usize, size: usize, local: Vec<usize>) -> Result<NodeMap> {
+        if size == 0 || rank >= size {
+            return Err(Error::InvalidArgument(format!(
+                "node map: rank {rank} is not in 0..{size}"
+            )));
+        }
+        if local.binary_search(&rank).is_err() || local.last().is_some_and(|&r| r >= size) {
+            return Err(Error::InvalidArgument(format!(
+                "node map: local ranks must contain {rank} and lie in 0..{size}"
+            )));
+        }
+        Ok(NodeMap {
+            rank,
+            size,
+            blocks: None,
+            period: 1,
+            my_node: 0,
+            all_local: local.len() == size,
+            local: Some(local),
+        })
     }
 
     /// Parses a `PMI_process_mapping` value for rank `rank` of `size`.
@@ -109,6 +139,7 @@ impl NodeMap {
             period: period.max(1),
             my_node: 0,
             all_local: false,
+            local: None,
         };
         map.my_node = map.node_of(rank).unwrap_or(0);
         map.all_local = map.spans_one_node();
@@ -117,6 +148,9 @@ impl NodeMap {
 
     /// The node id of `rank`, `None` if unknown (or `rank` out of range).
     pub fn node_of(&self, rank: usize) -> Option<u64> {
+        if let Some(local) = &self.local {
+            return local.binary_search(&rank).ok().map(|_| 0);
+        }
         let blocks = self.blocks.as_ref()?;
         if rank >= self.size {
             return None;
@@ -184,15 +218,19 @@ pub fn discover(boot: &dyn Bootstrap, overridden: Option<&str>) -> Result<NodeMa
             .and_then(|b| NodeMap::from_blocks(rank, size, b));
     }
     match boot.name() {
-        "onesided-run" => Ok(NodeMap::all(rank, size)),
-        "singleton" => Ok(NodeMap::all(rank, size)),
-        _ => match boot.get(MAPPING_KEY) {
-            Ok(v) if !v.trim().is_empty() => NodeMap::from_pmi_mapping(&v, rank, size),
-            Ok(_) | Err(_) => {
-                tracing::debug!("no {MAPPING_KEY}: treating only this rank as node-local");
-                Ok(NodeMap::only_self(rank, size))
+        "onesided-run" | "singleton" => Ok(NodeMap::all(rank, size)),
+        _ => {
+            if let Some(list) = boot.local_ranks()? {
+                return NodeMap::from_local_ranks(rank, size, list);
             }
-        },
+            match boot.get(MAPPING_KEY) {
+                Ok(v) if !v.trim().is_empty() => NodeMap::from_pmi_mapping(&v, rank, size),
+                Ok(_) | Err(_) => {
+                    tracing::debug!("no {MAPPING_KEY}: treating only this rank as node-local");
+                    Ok(NodeMap::only_self(rank, size))
+                }
+            }
+        }
     }
 }
 

@@ -35,16 +35,13 @@
 
 use std::io::{BufReader, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::conn::{Conn, InheritedFd};
+use super::conn::{self, Conn};
+use super::stats::{BootstrapStats, Counters};
 use super::wire::{self, Message};
 use super::{Bootstrap, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::error::{Error, Result};
-
-/// `PMI_FD` is adopted at most once per process (see [`super::conn`]).
-static PMI_FD_TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// A joined PMI-1 job.
 #[derive(Debug)]
@@ -56,6 +53,7 @@ pub struct Pmi1 {
     key_max: usize,
     value_max: usize,
     via: &'static str,
+    counters: Counters,
 }
 
 /// The optional `cmd=initack` handshake of `PMI_PORT` and our launcher.
@@ -71,17 +69,7 @@ impl Pmi1 {
         let fd: i32 = env_number("PMI_FD")?;
         let rank: usize = env_number("PMI_RANK")?;
         let size: usize = env_number("PMI_SIZE")?;
-        if PMI_FD_TAKEN.swap(true, Ordering::SeqCst) {
-            return Err(Error::bootstrap(
-                "pmi1",
-                "PMI_FD was already used by this process (init called twice?)",
-            ));
-        }
-        let fd = InheritedFd::adopt(fd).map_err(|m| Error::Config {
-            var: "PMI_FD",
-            value: fd.to_string(),
-            message: m,
-        })?;
+        let fd = conn::adopt_pmi_fd("pmi1", fd)?;
         Self::join(Conn::Fd(fd), "pmi1", None, Some((rank, size)))
     }
 
@@ -171,6 +159,7 @@ impl Pmi1 {
             key_max,
             value_max,
             via,
+            counters: Counters::default(),
         })
     }
 
@@ -235,18 +224,22 @@ impl Bootstrap for Pmi1 {
             check(self.via, m.require("rc"))?;
             m.check_rc()
                 .map_err(|e| Error::bootstrap(self.via, format!("put of key '{key}': {e}")))
-        })
+        })?;
+        self.counters.put(key, value);
+        Ok(())
     }
     fn barrier(&self) -> Result<()> {
         self.call("barrier_in", &[], "barrier_out", |m| {
             check(self.via, m.check_rc())
-        })
+        })?;
+        self.counters.fence();
+        Ok(())
     }
     fn get(&self, key: &str) -> Result<String> {
         wire::validate_key(key, self.key_max)
             .map_err(|m| Error::InvalidArgument(format!("bootstrap get: {m}")))?;
         let fields = [("kvsname", self.kvsname.as_str()), ("key", key)];
-        self.call("get", &fields, "get_result", |m| {
+        let r = self.call("get", &fields, "get_result", |m| {
             let rc = check(self.via, m.require("rc"))?;
             if rc != "0" {
                 return Err(Error::bootstrap(
@@ -267,10 +260,20 @@ impl Bootstrap for Pmi1 {
                 ));
             }
             Ok(value.to_string())
-        })
+        });
+        let got = r.as_ref().ok().map(|v| v.len());
+        if key == super::node::MAPPING_KEY {
+            self.counters.query(got);
+        } else {
+            self.counters.get(got);
+        }
+        r
     }
     fn name(&self) -> &'static str {
         self.via
+    }
+    fn stats(&self) -> BootstrapStats {
+        self.counters.snapshot()
     }
 }
 

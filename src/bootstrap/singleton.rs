@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::stats::{BootstrapStats, Counters};
 use super::{wire, Bootstrap, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::error::{Error, Result};
 
@@ -14,6 +15,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Default)]
 pub struct Singleton {
     kvs: Mutex<HashMap<String, String>>,
+    counters: Counters,
 }
 
 impl Singleton {
@@ -38,21 +40,29 @@ impl Bootstrap for Singleton {
             .lock()
             .map_err(|_| Error::bootstrap("singleton", "store lock poisoned"))?
             .insert(key.to_string(), value.to_string());
+        self.counters.put(key, value);
         Ok(())
     }
     fn barrier(&self) -> Result<()> {
+        self.counters.fence();
         Ok(())
     }
     fn get(&self, key: &str) -> Result<String> {
-        self.kvs
+        let r = self
+            .kvs
             .lock()
             .map_err(|_| Error::bootstrap("singleton", "store lock poisoned"))?
             .get(key)
             .cloned()
-            .ok_or_else(|| Error::bootstrap("singleton", format!("key '{key}' not found")))
+            .ok_or_else(|| Error::bootstrap("singleton", format!("key '{key}' not found")));
+        self.counters.get(r.as_ref().ok().map(|v| v.len()));
+        r
     }
     fn name(&self) -> &'static str {
         "singleton"
+    }
+    fn stats(&self) -> BootstrapStats {
+        self.counters.snapshot()
     }
 }
 

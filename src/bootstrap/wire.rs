@@ -28,6 +28,11 @@ pub struct Message {
 }
 
 impl Message {
+    /// A message from its parts (the PMI-2 decoder builds these too).
+    pub(crate) fn from_parts(cmd: String, fields: Vec<(String, String)>) -> Message {
+        Message { cmd, fields }
+    }
+
     /// The `cmd=` value.
     pub fn cmd(&self) -> &str {
         &self.cmd

@@ -21,6 +21,12 @@
 //! * **Polling** (no event sources; shm, sockets): it yields, then sleeps
 //!   with a growing interval capped at [`MAX_SLEEP`].
 //!
+//! Placement: the agent thread is named `onesided-agent` (visible in `top
+//! -H`, `/proc/<pid>/task/<tid>/comm`) and pins itself, before its first
+//! poll, to the CPUs [`crate::topology::agent_placement`] chose from
+//! `ONESIDED_PROGRESS_CPU` (a failed pin is logged and the agent runs
+//! unpinned).
+//!
 //! Invariant: the agent only reads completions; all state it touches is the
 //! completion counters (atomics) of operations that are in flight. Threads
 //! waiting in library calls read the CQ themselves, so a blocked agent never
@@ -56,17 +62,35 @@ pub struct ProgressAgent {
 }
 
 impl ProgressAgent {
-    /// Starts the agent for `transport`.
-    pub fn start(transport: SharedTransport) -> std::io::Result<ProgressAgent> {
+    /// The agent thread's name (15 characters: the kernel's `comm` limit).
+    pub const THREAD_NAME: &'static str = "onesided-agent";
+
+    /// Starts the agent for `transport`, pinned to `cpus` when given.
+    pub fn start(
+        transport: SharedTransport,
+        cpus: Option<Vec<usize>>,
+    ) -> std::io::Result<ProgressAgent> {
         let stop = Arc::new(AtomicBool::new(false));
         let wake = Arc::new(
             EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
                 .map_err(std::io::Error::from)?,
         );
         let (flag, w) = (stop.clone(), wake.clone());
+        // The agent is named and placed when `start` returns.
+        let (placed_tx, placed) = std::sync::mpsc::channel::<()>();
         let handle = std::thread::Builder::new()
-            .name("onesided-progress".into())
-            .spawn(move || run(transport.as_ref(), &flag, &w))?;
+            .name(Self::THREAD_NAME.into())
+            .spawn(move || {
+                if let Some(cpus) = cpus {
+                    if let Err(e) = crate::topology::pin_current_thread(&cpus) {
+                        tracing::warn!("progress agent stays unpinned: {e}");
+                    }
+                }
+                let _ = placed_tx.send(());
+                run(transport.as_ref(), &flag, &w)
+            })?;
+        // An error only if the thread died before placing itself.
+        let _ = placed.recv();
         Ok(ProgressAgent {
             stop,
             wake,

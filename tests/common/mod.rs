@@ -29,7 +29,11 @@
 //! Knobs: `ONESIDED_TEST_PROVIDERS` (default `tcp,shm,sockets`),
 //! `ONESIDED_TEST_DIRECT` (`1` default: add direct jobs; `0`: none; `only`:
 //! only direct jobs),
-//! `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`),
+//! `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`; also `srun-pmix`,
+//! `srun-pmi2` — `srun -O --kill-on-bad-exit=1 --mpi=...` on a running Slurm,
+//! `ONESIDED_SRUN` for its path — and `mpirun`, Open MPI's `mpirun
+//! --allow-run-as-root --oversubscribe`, `ONESIDED_MPIRUN` for its path;
+//! these are never in the default and fail loudly when asked for but absent),
 //! `ONESIDED_TEST_TIMEOUT` (seconds per job, default 120), `ONESIDED_HYDRA`
 //! (path of `mpiexec.hydra`, default: looked up in `PATH`).
 
@@ -48,6 +52,12 @@ pub enum Launcher {
     OnesidedRun,
     /// MPICH's `mpiexec.hydra` (PMI-1 over `PMI_FD`).
     Hydra,
+    /// Slurm's `srun --mpi=pmix` (PMIx).
+    SrunPmix,
+    /// Slurm's `srun --mpi=pmi2` (PMI-2 over `PMI_FD`).
+    SrunPmi2,
+    /// Open MPI's `mpirun` (PMIx).
+    Mpirun,
 }
 
 impl Launcher {
@@ -56,7 +66,23 @@ impl Launcher {
         match self {
             Launcher::OnesidedRun => "onesided-run",
             Launcher::Hydra => "hydra",
+            Launcher::SrunPmix => "srun-pmix",
+            Launcher::SrunPmi2 => "srun-pmi2",
+            Launcher::Mpirun => "mpirun",
         }
+    }
+
+    /// The launcher named `name` (as in `ONESIDED_TEST_LAUNCHER`).
+    pub fn from_name(name: &str) -> Option<Launcher> {
+        [
+            Launcher::OnesidedRun,
+            Launcher::Hydra,
+            Launcher::SrunPmix,
+            Launcher::SrunPmi2,
+            Launcher::Mpirun,
+        ]
+        .into_iter()
+        .find(|l| l.name() == name)
     }
 
     /// What `Bootstrap::name()` reports in a rank started by this launcher.
@@ -64,8 +90,19 @@ impl Launcher {
         match self {
             Launcher::OnesidedRun => "onesided-run",
             Launcher::Hydra => "pmi1",
+            Launcher::SrunPmix | Launcher::Mpirun => "pmix",
+            Launcher::SrunPmi2 => "pmi2",
         }
     }
+}
+
+/// In a rank: the bootstrap its launcher (`ONESIDED_TEST_LAUNCHER`) must
+/// have selected.
+pub fn expected_bootstrap() -> &'static str {
+    let name = std::env::var("ONESIDED_TEST_LAUNCHER").expect("ONESIDED_TEST_LAUNCHER");
+    Launcher::from_name(&name)
+        .unwrap_or_else(|| panic!("unknown ONESIDED_TEST_LAUNCHER '{name}'"))
+        .bootstrap_name()
 }
 
 /// One run of a test: a launcher, a number of ranks, a provider.
@@ -118,6 +155,18 @@ pub fn launchers() -> Vec<Launcher> {
                 SKIP.call_once(|| {
                     say("SKIP: mpiexec.hydra not found (PATH or ONESIDED_HYDRA); Hydra/PMI-1 jobs are NOT tested");
                 });
+            }
+            "srun-pmix" | "srun-pmi2" => {
+                tool_path("ONESIDED_SRUN", "srun").unwrap_or_else(|| {
+                    panic!("ONESIDED_TEST_LAUNCHERS asks for {name}, but srun is not in PATH (or ONESIDED_SRUN)")
+                });
+                out.push(Launcher::from_name(&name).expect("listed"));
+            }
+            "mpirun" => {
+                tool_path("ONESIDED_MPIRUN", "mpirun").unwrap_or_else(|| {
+                    panic!("ONESIDED_TEST_LAUNCHERS asks for mpirun, but it is not in PATH (or ONESIDED_MPIRUN)")
+                });
+                out.push(Launcher::Mpirun);
             }
             other => panic!("ONESIDED_TEST_LAUNCHERS: unknown launcher '{other}'"),
         }
@@ -204,6 +253,16 @@ pub fn hydra_path() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// A tool: `$var` if set, else the first `name` in `PATH`.
+pub fn tool_path(var: &str, name: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(var) {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
 /// Path of our launcher binary.
 pub fn onesided_run() -> &'static str {
     env!("CARGO_BIN_EXE_onesided-run")
@@ -229,6 +288,12 @@ const LAUNCH_VARS: &[&str] = &[
     "PMI_ID",
     "PMI_RANK",
     "PMI_SIZE",
+    "PMI_JOBID",
+    "PMIX_RANK",
+    "PMIX_NAMESPACE",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_MPI_TYPE",
+    "OMPI_COMM_WORLD_SIZE",
 ];
 
 /// Arguments that make the test binary run exactly test `name`.
@@ -281,6 +346,40 @@ pub fn job_command(name: &str, job: &Job) -> Command {
             let hydra = hydra_path().expect("mpiexec.hydra (checked by launchers())");
             let mut cmd = Command::new(hydra);
             cmd.args(["-launcher", "fork", "-n"])
+                .arg(job.ranks.to_string())
+                .arg(exe)
+                .args(child_args(name))
+                .env("ONESIDED_TEST_CHILD", name);
+            for v in LAUNCH_VARS {
+                cmd.env_remove(v);
+            }
+            cmd
+        }
+        Launcher::SrunPmix | Launcher::SrunPmi2 => {
+            let exe = std::env::current_exe().expect("current test executable");
+            let srun = tool_path("ONESIDED_SRUN", "srun").expect("srun (checked by launchers())");
+            let mpi = if job.launcher == Launcher::SrunPmix {
+                "--mpi=pmix"
+            } else {
+                "--mpi=pmi2"
+            };
+            let mut cmd = Command::new(srun);
+            cmd.args(["-O", "--kill-on-bad-exit=1", "--quiet", mpi, "-n"])
+                .arg(job.ranks.to_string())
+                .arg(exe)
+                .args(child_args(name))
+                .env("ONESIDED_TEST_CHILD", name);
+            for v in LAUNCH_VARS {
+                cmd.env_remove(v);
+            }
+            cmd
+        }
+        Launcher::Mpirun => {
+            let exe = std::env::current_exe().expect("current test executable");
+            let mpirun =
+                tool_path("ONESIDED_MPIRUN", "mpirun").expect("mpirun (checked by launchers())");
+            let mut cmd = Command::new(mpirun);
+            cmd.args(["--allow-run-as-root", "--oversubscribe", "-n"])
                 .arg(job.ranks.to_string())
                 .arg(exe)
                 .args(child_args(name))

@@ -31,14 +31,17 @@ use crate::transport::{cpu_atomic, shm, Atomic, Memory};
 /// Window memory for `allocate`: a node-shared segment unless
 /// `ONESIDED_SHM=0` (or `shared`, for `allocate_shared`, which always is).
 pub(super) fn window_memory(world: &World, bytes: usize, shared: bool) -> Result<Memory<'static>> {
-    if shared || world.config.shm {
+    let mem = if shared || world.config.shm {
         shm::allocate(
             bytes,
             &shm::segment_name(world.peek_window_id(), world.rank()),
-        )
+        )?
     } else {
-        Memory::allocate(bytes)
-    }
+        Memory::allocate(bytes)?
+    };
+    // On this process's NUMA node: first touch by the creating thread.
+    crate::topology::first_touch(&mem);
+    Ok(mem)
 }
 
 /// The descriptor's `flags` bits and `aux` word of the node path for a

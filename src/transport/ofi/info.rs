@@ -172,6 +172,18 @@ impl InfoList {
             None => auto_choice(&list)
                 .ok_or_else(|| Error::NoProvider("none of the automatic choices is present".into()))?,
         };
+        // Several domains of this provider (two NICs): the one closest to
+        // this process in the topology (`crate::topology::closest_device`).
+        let same_provider: Vec<InfoRef<'_>> = list
+            .iter()
+            .filter(|e| e.provider() == pick.provider())
+            .collect();
+        let pick = match crate::topology::closest_here(
+            &same_provider.iter().map(|e| e.domain()).collect::<Vec<_>>(),
+        ) {
+            Some(i) if i < same_provider.len() => same_provider[i],
+            _ => pick,
+        };
         // Some providers (ofi_rxm) offer atomics only when asked for them:
         // take the FI_ATOMIC variant of the same provider and domain if any.
         let with_atomics = Self::query(fi::FI_RMA | fi::FI_MSG | fi::FI_ATOMIC)?;
