@@ -15,6 +15,14 @@ fn value(origin: usize, i: usize, round: u64) -> u64 {
 }
 
 fn main() -> onesided::Result<()> {
+    // Logging belongs to the application: show onesided's warnings (or what
+    // ONESIDED_LOG asks for, e.g. `onesided=debug`) on stderr.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ONESIDED_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("onesided=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let world = World::init()?;
     let (rank, size) = (world.rank(), world.size());
     let right = (rank + 1) % size;

@@ -100,7 +100,7 @@ mkdir -p "$out"
 rm -f "$out"/*.jsonl "$out"/*.err
 mpicc.mpich -O2 -o "$out/rma_bench.mpich" benches/mpi/rma_bench.c
 mpicc.openmpi -O2 -o "$out/rma_bench.ompi" benches/mpi/rma_bench.c
-cargo build --release --bin onesided-bench --bin onesided-run
+cargo build --release --features unstable --bin onesided-bench --bin onesided-run
 
 # ---- run ---------------------------------------------------------------------
 mpi_args=(-o "$ops" -s "$sizes" -r "$reps" -T "$time_s" -N "$max_iters")

@@ -17,7 +17,7 @@ target=${CARGO_TARGET_DIR:-target}
 out="$target/bench"
 mkdir -p "$out"
 
-cargo build --release --bin onesided-bench --bin onesided-run
+cargo build --release --features unstable --bin onesided-bench --bin onesided-run
 
 IFS=, read -r -a providers <<<"${BENCH_PROVIDERS:-tcp,shm,sockets}"
 status=0

@@ -8,22 +8,49 @@
 //! → `sys/`. `bootstrap` (launcher, PMI, key-value exchange) and
 //! `progress` sit beside.
 
-pub mod bootstrap;
-pub mod error;
-pub mod topology;
+// The internal layers. They are not part of the public API: without the
+// `unstable` feature they are private to the crate, so safe code outside it
+// cannot reach registries, raw transports or wire formats. The feature
+// exposes them, unversioned, to the crate's own benchmark and diagnostic
+// binaries and to its tests; nothing about them is stable.
+//
+// Dead-code analysis is meaningful in the build with `unstable` (what
+// `cargo build/clippy --all-targets` and the tests compile, since the tests
+// enable the feature): there every consumer is visible. Without it, items
+// that only the diagnostic binaries and tests use look dead, hence:
+#![cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
 
-pub use error::{Error, Result};
-pub mod api;
-pub mod config;
-pub mod epoch;
-pub mod meta;
-pub mod progress;
-pub mod protocols;
-pub mod transport;
+macro_rules! internal {
+    ($($(#[$meta:meta])* mod $name:ident;)*) => {$(
+        #[cfg(feature = "unstable")]
+        $(#[$meta])*
+        pub mod $name;
+        #[cfg(not(feature = "unstable"))]
+        $(#[$meta])*
+        pub(crate) mod $name;
+    )*};
+}
+
+internal! {
+    mod api;
+    mod bootstrap;
+    mod config;
+    mod epoch;
+    mod meta;
+    mod progress;
+    mod protocols;
+    mod topology;
+    mod transport;
+}
+pub mod error;
+pub mod launcher;
+pub mod stats;
 
 pub use api::element::{Element, Integer};
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
-pub use api::window::{Window, WindowInfo, WindowStats};
-pub use api::world::{World, WorldStats};
+pub use api::window::{Window, WindowInfo};
+pub use api::world::World;
 pub use epoch::{Assert, LockType};
+pub use error::{Error, Result};
+pub use stats::{WindowStats, WorldStats};

@@ -364,6 +364,10 @@ fn singleton_program_works() {
     let name = common::test_name(module_path!(), "singleton_program_works");
     if common::is_child(&name) {
         let world = World::init().expect("init");
+        // The library installs no global tracing subscriber: the
+        // application's own `init()`, which panics when one is already
+        // set, succeeds after World::init.
+        tracing_subscriber::fmt().with_writer(std::io::sink).init();
         assert_eq!(
             (world.rank(), world.size(), world.bootstrap_name()),
             (0, 1, "singleton")

@@ -43,6 +43,7 @@ use crate::transport::{
 
 /// Counters of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WindowStats {
     /// Peers whose descriptor of this window is cached (per-peer state held).
     pub cached_peers: usize,

@@ -20,6 +20,7 @@ use crate::transport::{Memory, Registration, RemoteAddr, SharedTransport, Transp
 
 /// Per-process counters showing that state grows only with peers contacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorldStats {
     /// Peers whose card was fetched (address-vector entries, control regions).
     pub peers_contacted: usize,
@@ -80,9 +81,13 @@ pub struct World {
 impl World {
     /// Starts the process's part of the job: bootstrap (launcher, PMI or
     /// singleton), transport, control region, progress agent.
+    ///
+    /// Diagnostics go through [`tracing`](https://docs.rs/tracing) events
+    /// under the `onesided` target; the library installs no subscriber (that
+    /// is the application's choice), so nothing is printed unless the
+    /// application installs one, e.g. `tracing_subscriber::fmt().init()`.
     pub fn init() -> Result<World> {
         let config = Config::from_env()?;
-        init_tracing(config.verbose);
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
         let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
         let transport: SharedTransport = crate::transport::open(&config)?;
@@ -363,17 +368,4 @@ impl Drop for World {
         }
         let _ = &self.ctrl_reg;
     }
-}
-
-fn init_tracing(verbose: bool) {
-    use tracing_subscriber::EnvFilter;
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(f) => EnvFilter::new(f),
-        Err(_) if verbose => EnvFilter::new("onesided=info"),
-        Err(_) => EnvFilter::new("onesided=warn"),
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }

@@ -2,7 +2,7 @@
 //! starts N local ranks of PROGRAM. See `onesided::bootstrap::launcher`.
 
 use clap::Parser;
-use onesided::bootstrap::launcher::{run, Options};
+use onesided::launcher::{run, Options};
 
 fn main() {
     tracing_subscriber::fmt()

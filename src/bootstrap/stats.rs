@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Counters of one process's bootstrap traffic (see the module doc).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BootstrapStats {
     /// Values published (`put`).
     pub puts: u64,

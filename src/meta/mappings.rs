@@ -34,6 +34,7 @@ pub const FLAG_CONTIG: u64 = 1 << 11;
 
 /// Counters of the node path, for `World::stats()`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShmStats {
     /// Operations to node-local peers done without the provider: put/get/
     /// rput/rget by copy, accumulates by CPU atomics.

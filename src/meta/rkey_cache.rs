@@ -12,6 +12,7 @@ use super::directory::Descriptor;
 
 /// Counters of the cache, for `stats()`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CacheStats {
     /// Lookups answered from the cache.
     pub hits: u64,

@@ -69,13 +69,14 @@ impl Registration {
 
 /// Counters of a back-end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TransportStats {
     /// Operations posted and not completed yet (receive buffers not counted).
     pub ops_in_flight: usize,
     /// Completions ignored because their context did not match an
     /// operation in flight (a provider bug, if ever non-zero).
     pub rejected_completions: u64,
-    /// Messages sent ([`Transport::send`] and replies built by a [`Receiver`]).
+    /// Messages sent (`Transport::send` and replies built by a `Receiver`).
     pub sends: u64,
     /// Bytes of those messages.
     pub send_bytes: u64,

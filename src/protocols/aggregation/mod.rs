@@ -49,6 +49,7 @@ pub fn enabled(mode: AggregateMode, batch_small: bool) -> bool {
 
 /// Counters of aggregation (`World::stats().ops`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OpStats {
     /// Operations queued into batches (origin side).
     pub ops_aggregated: u64,

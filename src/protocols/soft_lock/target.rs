@@ -12,6 +12,7 @@ use crate::transport::{cpu_atomic, Atomic, AtomicOp};
 
 /// Counters of the target side (`World::stats().locks`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockStats {
     /// Acquire requests granted on arrival.
     pub granted_at_once: u64,

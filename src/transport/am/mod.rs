@@ -75,6 +75,7 @@ pub trait Handler: Send + Sync {
 
 /// Counters of the active-message layer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AmStats {
     /// Messages handed to a handler (one-way and requests).
     pub handled: u64,
