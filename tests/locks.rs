@@ -216,13 +216,13 @@ fn misuse() {
 
 // ---- (f) bounded waiting ---------------------------------------------------
 
-/// With `ONESIDED_TIMEOUT=1` (set before `World::init`): while rank 0
+/// With `ONESIDED_TIMEOUT=1` on rank 1 (10 on rank 0): while rank 0
 /// holds an exclusive lock on itself, rank 1's shared and exclusive lock
 /// attempts fail with `Error::Timeout` and leave no entry; afterwards a
 /// shared lock succeeds, so the timed-out writer withdrew its announcement.
 fn timeout() {
-    // Only this process reads it (each rank is its own test process).
-    std::env::set_var("ONESIDED_TIMEOUT", "1");
+    // Rank 1 times out twice; rank 0 waits for it in a barrier.
+    common::timeout_for(1, 1, 10);
     let world = World::init().expect("init");
     let rank = world.rank();
     let mut win = Window::<u64>::allocate(&world, 1).expect("allocate");

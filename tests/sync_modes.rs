@@ -73,13 +73,12 @@ fn fence_assertions() {
 
 // ---- lock_all takes shared locks -------------------------------------------
 
-/// With `ONESIDED_TIMEOUT=1`: while rank 1 holds an exclusive lock on rank
-/// 0, every other rank's access to rank 0 inside `lock_all` times out (and
-/// the epoch can still be closed); while rank 0 accesses rank 1 inside
-/// `lock_all`, rank 1's exclusive lock of itself times out; `lock_all(NOCHECK)`
-/// ignores the lock word.
+/// While rank 1 holds an exclusive lock on rank 0, every other rank's
+/// access to rank 0 inside `lock_all` times out (`ONESIDED_TIMEOUT=1` on
+/// those ranks; 10 on rank 1, which waits for them in a barrier) and the
+/// epoch can still be closed; `lock_all(NOCHECK)` ignores the lock word.
 fn lock_all_excludes() {
-    std::env::set_var("ONESIDED_TIMEOUT", "1");
+    common::timeout_for(1, 10, 1);
     let world = World::init().expect("init");
     let rank = world.rank();
     let mut win = Window::<u64>::allocate(&world, 2).expect("allocate");
@@ -110,7 +109,21 @@ fn lock_all_excludes() {
     if rank == 1 {
         win.unlock(0).expect("unlock");
     }
-    // lock_all first, exclusive lock second.
+    win.free().expect("free");
+}
+
+/// While rank 0 accesses rank 1 inside `lock_all`, rank 1's exclusive lock
+/// of itself times out (`ONESIDED_TIMEOUT=1` on rank 1; 10 on the others,
+/// which wait for it in a barrier); after `unlock_all` it succeeds.
+fn lock_all_excludes_then_lock() {
+    common::timeout_for(1, 1, 10);
+    let world = World::init().expect("init");
+    let rank = world.rank();
+    let mut win = Window::<u64>::allocate(&world, 2).expect("allocate");
+    let timed_out = |r: Result<(), Error>, what: &str| match r {
+        Err(Error::Timeout { .. }) => {}
+        other => panic!("{what}: expected a timeout, got {other:?}"),
+    };
     if rank == 0 {
         win.lock_all().expect("lock_all");
         win.put(1, 0, &[5]).expect("put");
@@ -341,6 +354,11 @@ fn pscw_misuse() {
 
 spmd_test!(fence_assertions_skip_work, &[2, 4], fence_assertions);
 spmd_test!(lock_all_excludes_exclusive_lock, &[2, 3], lock_all_excludes);
+spmd_test!(
+    lock_all_holds_off_exclusive_lock,
+    &[2, 3],
+    lock_all_excludes_then_lock
+);
 spmd_test!(lock_all_readers_see_no_torn_pair, &[4], lock_all_readers);
 spmd_test!(
     sync_makes_puts_visible_to_local_loads,
@@ -370,6 +388,7 @@ fn software_lock_variants() {
         module_path!(),
         &[
             ("lock_all_excludes_exclusive_lock", 3),
+            ("lock_all_holds_off_exclusive_lock", 3),
             ("lock_all_readers_see_no_torn_pair", 4),
         ],
         &[("ONESIDED_LOCK", "software")],

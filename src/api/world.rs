@@ -302,11 +302,14 @@ impl World {
                     },
                 )?;
             }
-            let mut spins = 0u32;
-            while self.ctrl.load_u64(flag)? < e {
-                self.transport.progress()?;
-                crate::transport::ofi::backoff(&mut spins);
-            }
+            let from = (rank + size - dist) % size;
+            let what = || format!("barrier {e}, round {round}: waiting for rank {from}'s flag");
+            crate::progress::wait::until(
+                self.transport.as_ref(),
+                self.config.timeout,
+                &what,
+                || Ok(self.ctrl.load_u64(flag)? >= e),
+            )?;
             dist *= 2;
             round += 1;
         }

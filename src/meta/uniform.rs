@@ -120,11 +120,13 @@ fn allreduce_max(world: &World, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Resu
             }
             t.put_signal(to, epoch, at(flag))?;
         }
-        let mut spins = 0u32;
-        while ctrl.load_u64(flag)? < epoch {
-            world.transport().progress()?;
-            crate::transport::ofi::backoff(&mut spins);
-        }
+        let from = (rank + size - dist) % size;
+        let what = || {
+            format!("window creation (agreement {epoch}, round {round}): waiting for rank {from}")
+        };
+        crate::progress::wait::until(world.transport(), world.config.timeout, &what, || {
+            Ok(ctrl.load_u64(flag)? >= epoch)
+        })?;
         let mut got = [0u8; 8 * REDUCE_WORDS];
         ctrl.read(off, &mut got)?;
         for (i, v) in w.iter_mut().enumerate() {

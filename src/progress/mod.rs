@@ -33,6 +33,8 @@
 //! delays them (the domain is `FI_THREAD_SAFE`; a blocking read holds no
 //! lock while it sleeps).
 
+pub mod wait;
+
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

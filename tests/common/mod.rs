@@ -654,3 +654,31 @@ pub fn assert_transport_clean(world: &onesided::World) {
     );
     assert_eq!(t.ops_in_flight, 0, "operations left in flight: {t:?}");
 }
+
+/// This process's rank as its launcher announced it in the environment,
+/// before `World::init` (onesided-run, Hydra, Slurm, PMIx launchers).
+pub fn launcher_rank() -> Option<usize> {
+    [
+        "ONESIDED_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+/// Sets `ONESIDED_TIMEOUT` before `World::init`: `short` seconds on rank
+/// `rank` (the one a test expects to time out), `long` on the others, so
+/// that their collectives outlast the expected timeouts (every wait in the
+/// library, collectives included, honours the variable).
+pub fn timeout_for(rank: usize, short: u64, long: u64) {
+    let t = if launcher_rank() == Some(rank) {
+        short
+    } else {
+        long
+    };
+    // Only this process reads it (each rank is its own test process).
+    std::env::set_var("ONESIDED_TIMEOUT", t.to_string());
+}

@@ -139,6 +139,9 @@ impl<T: Element> Window<'_, T> {
 
     fn queue(&self, rank: usize, e: &Entry<'_>) -> Result<()> {
         let shared = &self.world.ops;
+        let id = self.id;
+        let what = || format!("window {id}: waiting for another thread to ship rank {rank}'s batch");
+        let mut retry = crate::progress::wait::Waiter::new(self.world.config.timeout, &what);
         loop {
             let q = {
                 let mut table = self.ops_table()?;
@@ -157,7 +160,7 @@ impl<T: Element> Window<'_, T> {
                 // Another thread of this window is shipping the elements.
                 Queued::Retry => {
                     self.world.transport().progress()?;
-                    std::thread::yield_now();
+                    retry.step()?;
                 }
             }
         }
@@ -199,11 +202,11 @@ impl<T: Element> Window<'_, T> {
     /// Waits until no other thread is still sending a batch of this window
     /// (its acknowledgement is then counted in `acks`).
     fn wait_shipping(&self, a: &Aggregation) -> Result<()> {
-        while a.shipping.load(Ordering::Acquire) > 0 {
-            self.world.transport().progress()?;
-            std::thread::yield_now();
-        }
-        Ok(())
+        let id = self.id;
+        let what = || format!("window {id}: waiting for another thread's batch to be sent");
+        crate::progress::wait::until(self.world.transport(), self.world.config.timeout, &what, || {
+            Ok(a.shipping.load(Ordering::Acquire) == 0)
+        })
     }
 
     fn send_batch(&self, t: &TargetElem) -> Result<()> {

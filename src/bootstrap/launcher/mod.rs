@@ -68,6 +68,12 @@ pub struct Options {
     /// Kill everything and fail after this many seconds.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<u64>,
+    /// A rank that fails does not end the job: the others run on and meet
+    /// the dead peer (their calls then return errors after
+    /// `ONESIDED_TIMEOUT`). For fault testing; the job still exits with the
+    /// first failure's code once every rank has exited (or `--timeout`).
+    #[arg(long)]
+    pub keep_going: bool,
     /// The program to run, and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -86,6 +92,7 @@ pub fn run(opts: &Options) -> Result<i32> {
         addr: dir.socket(),
         token: &token,
         timeout: opts.timeout.map(std::time::Duration::from_secs),
+        keep_going: opts.keep_going,
     };
     listener.serve_in_background()?;
     spawn::run_job(&job)

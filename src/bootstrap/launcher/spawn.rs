@@ -39,6 +39,8 @@ pub struct JobSpec<'a> {
     pub addr: PathBuf,
     pub token: &'a str,
     pub timeout: Option<Duration>,
+    /// Let the other ranks run on after one failed (`--keep-going`).
+    pub keep_going: bool,
 }
 
 struct Rank {
@@ -121,6 +123,7 @@ fn start(job: &JobSpec<'_>, rank: usize) -> Result<Child> {
 /// Waits for all ranks, or the first failure, or the timeout.
 fn watch(job: &JobSpec<'_>, ranks: &mut [Rank]) -> i32 {
     let start = Instant::now();
+    let mut first_failure: Option<i32> = None;
     loop {
         let mut running = 0;
         for (r, rank) in ranks.iter_mut().enumerate() {
@@ -130,7 +133,19 @@ fn watch(job: &JobSpec<'_>, ranks: &mut [Rank]) -> i32 {
             match rank.child.try_wait() {
                 Ok(Some(status)) => {
                     rank.status = Some(status);
-                    if !status.success() {
+                    if !status.success() && job.keep_going {
+                        let pid = rank.child.id();
+                        eprintln!(
+                            "onesided-run: rank {r} (pid {pid}) {}; the others run on (--keep-going)",
+                            describe(status)
+                        );
+                        first_failure.get_or_insert(
+                            status
+                                .code()
+                                .or_else(|| status.signal().map(|s| 128 + s))
+                                .unwrap_or(1),
+                        );
+                    } else if !status.success() {
                         let pid = rank.child.id();
                         eprintln!(
                             "onesided-run: rank {r} (pid {pid}) {}; terminating the other ranks",
@@ -152,7 +167,7 @@ fn watch(job: &JobSpec<'_>, ranks: &mut [Rank]) -> i32 {
             }
         }
         if running == 0 {
-            return 0;
+            return first_failure.unwrap_or(0);
         }
         if let Some(t) = job.timeout {
             if start.elapsed() >= t {

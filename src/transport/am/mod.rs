@@ -35,7 +35,7 @@ mod pending;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use header::{Class, Header, HEADER_BYTES, MAX_PAYLOAD};
 pub use pending::{OnReply, CREDITS};
@@ -210,8 +210,13 @@ impl ActiveMessages {
         // Validate the size before taking a credit.
         self.message(Class::Request, kind, 1, payload)?;
         self.reach(t, target)?;
-        let start = Instant::now();
-        let mut round = 0u32;
+        let what = || {
+            format!(
+                "waiting for one of {CREDITS} request credits (request of kind {kind} \
+                 to rank {target}): replies do not come back"
+            )
+        };
+        let mut wait = crate::progress::wait::Waiter::new(self.timeout, &what);
         let mut on_reply = on_reply;
         let token = loop {
             match self.pending.reserve(target, kind, on_reply) {
@@ -219,16 +224,7 @@ impl ActiveMessages {
                 Err(back) => on_reply = back,
             }
             t.progress()?;
-            if self.timeout.is_some_and(|l| start.elapsed() > l) {
-                return Err(Error::Timeout {
-                    what: format!(
-                        "waiting for one of {CREDITS} request credits (request of kind {kind} \
-                         to rank {target}): replies do not come back"
-                    ),
-                    seconds: self.timeout.map_or(0, |d| d.as_secs()),
-                });
-            }
-            super::ofi::backoff(&mut round);
+            wait.step()?;
         };
         let m = self.message(Class::Request, kind, token, payload)?;
         if let Err(e) = t.send(target, &m) {
