@@ -10,16 +10,32 @@ use std::fmt;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in onesided.
+///
+/// Match on [`Error::kind`] to decide what to do (retry, report a dead
+/// peer, fix the call); the variants carry the details for the message and
+/// may gain fields or siblings in later releases (`#[non_exhaustive]`).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// A libfabric call failed. `call` names the function, `context` says what
-    /// we were doing, `code` is the positive `FI_E*`/errno value and `message`
-    /// the text of `fi_strerror`.
-    #[error("libfabric {call} failed while {context}: {message} (error {code})")]
-    Fabric {
+    /// A call into the network back-end failed. `backend` names the
+    /// library ("libfabric", "ibverbs"), `call` the function, `context`
+    /// what we were doing, `code` the positive errno / `FI_E*` value (0
+    /// when the back-end reported only a text) and `message` its text.
+    #[error("{backend} {call} failed while {context}: {message} (error {code})")]
+    Backend {
+        backend: &'static str,
         call: &'static str,
         context: String,
         code: i32,
+        message: String,
+    },
+
+    /// A peer is gone or cannot be reached: it exited (or was killed), or
+    /// the network between us failed. `rank` is the peer.
+    #[error("rank {rank} is unreachable while {what}: {message}")]
+    PeerUnreachable {
+        rank: usize,
+        what: String,
         message: String,
     },
 
@@ -98,7 +114,115 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an [`Error`] is: the part of an error a caller
+/// matches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A blocking call did not finish within `ONESIDED_TIMEOUT` (often: a
+    /// peer it waits for is dead or stuck).
+    Timeout,
+    /// A peer is gone or unreachable (its rank is in [`Error::rank`]).
+    PeerUnreachable,
+    /// An access outside the target's window (nothing was transferred).
+    OutOfWindow,
+    /// A call not allowed in the current synchronization epoch.
+    EpochMisuse,
+    /// A bad argument: rank outside the job, buffer lengths that differ,
+    /// an operation the element type does not support, ...
+    InvalidArgument,
+    /// A bounded resource (windows, caches, credits) is exhausted.
+    ResourceExhausted,
+    /// Not supported by this back-end or release.
+    Unsupported,
+    /// The network back-end failed ([`Error::errno`] has its code).
+    Backend,
+    /// Starting the job failed (launcher, PMI, key-value exchange).
+    Bootstrap,
+    /// A peer sent a message that does not parse or validate.
+    Malformed,
+    /// A configuration variable has a value that is not understood.
+    Config,
+    /// An operating-system call failed.
+    Io,
+}
+
+/// errno values that mean the peer (or the path to it) is gone.
+const PEER_GONE: [i32; 6] = [
+    libc_errno::ECONNREFUSED,
+    libc_errno::ECONNRESET,
+    libc_errno::ENOTCONN,
+    libc_errno::EPIPE,
+    libc_errno::EHOSTUNREACH,
+    libc_errno::ETIMEDOUT,
+];
+
+mod libc_errno {
+    pub const EPIPE: i32 = 32;
+    pub const ENOTCONN: i32 = 107;
+    pub const ECONNRESET: i32 = 104;
+    pub const ECONNREFUSED: i32 = 111;
+    pub const EHOSTUNREACH: i32 = 113;
+    pub const ETIMEDOUT: i32 = 110;
+}
+
 impl Error {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Backend { code, .. } if PEER_GONE.contains(code) => ErrorKind::PeerUnreachable,
+            Error::Backend { .. } | Error::NoProvider(_) => ErrorKind::Backend,
+            Error::PeerUnreachable { .. } => ErrorKind::PeerUnreachable,
+            Error::Bootstrap { .. } => ErrorKind::Bootstrap,
+            Error::Protocol { .. } => ErrorKind::Malformed,
+            Error::OutOfWindow { .. } => ErrorKind::OutOfWindow,
+            Error::InvalidRank { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Epoch { .. } => ErrorKind::EpochMisuse,
+            Error::Unsupported(_) => ErrorKind::Unsupported,
+            Error::Timeout { .. } => ErrorKind::Timeout,
+            Error::Exhausted(_) => ErrorKind::ResourceExhausted,
+            Error::Config { .. } => ErrorKind::Config,
+            Error::Io { .. } => ErrorKind::Io,
+        }
+    }
+
+    /// The errno (or `FI_E*`) value of a back-end or OS failure, if known.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Backend { code, .. } if *code != 0 => Some(*code),
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    /// The rank the error is about, where one is known (the target of an
+    /// out-of-window access, an unreachable peer, a rank outside the job).
+    pub fn rank(&self) -> Option<usize> {
+        match self {
+            Error::OutOfWindow { rank, .. }
+            | Error::InvalidRank { rank, .. }
+            | Error::PeerUnreachable { rank, .. } => Some(*rank),
+            _ => None,
+        }
+    }
+
+    /// Builds an [`Error::Backend`].
+    pub(crate) fn backend(
+        backend: &'static str,
+        call: &'static str,
+        context: impl Into<String>,
+        code: i32,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            call,
+            context: context.into(),
+            code,
+            message: message.into(),
+        }
+    }
+
     /// Builds a [`Error::Bootstrap`].
     pub fn bootstrap(via: &'static str, message: impl fmt::Display) -> Self {
         Error::Bootstrap {
@@ -113,5 +237,47 @@ impl Error {
             context: context.to_string(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_callers_match_on() {
+        let gone = Error::backend("libfabric", "fi_write", "putting", 107, "not connected");
+        assert_eq!(gone.kind(), ErrorKind::PeerUnreachable);
+        assert_eq!(gone.errno(), Some(107));
+        let other = Error::backend("libfabric", "fi_mr_reg", "registering", 12, "no memory");
+        assert_eq!(other.kind(), ErrorKind::Backend);
+        let t = Error::Timeout {
+            what: "waiting for rank 3".into(),
+            seconds: 2,
+        };
+        assert_eq!(
+            (t.kind(), t.errno(), t.rank()),
+            (ErrorKind::Timeout, None, None)
+        );
+        let oow = Error::OutOfWindow {
+            window: 1,
+            rank: 4,
+            offset: 10,
+            len: 2,
+            window_len: 11,
+        };
+        assert_eq!((oow.kind(), oow.rank()), (ErrorKind::OutOfWindow, Some(4)));
+        let epoch = Error::Epoch {
+            window: 1,
+            op: "put",
+            state: "outside an epoch".into(),
+        };
+        assert_eq!(epoch.kind(), ErrorKind::EpochMisuse);
+        assert_eq!(
+            Error::Exhausted("windows".into()).kind(),
+            ErrorKind::ResourceExhausted
+        );
+        let io = Error::io("opening", std::io::Error::from_raw_os_error(2));
+        assert_eq!((io.kind(), io.errno()), (ErrorKind::Io, Some(2)));
     }
 }

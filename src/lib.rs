@@ -52,5 +52,5 @@ pub use api::request::Request;
 pub use api::window::{Window, WindowInfo};
 pub use api::world::World;
 pub use epoch::{Assert, LockType};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use stats::{WindowStats, WorldStats};

@@ -94,3 +94,95 @@ fn survivors_get_an_error_when_a_rank_dies() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// `World::finalize` returns `Ok` when every rank finalizes, and `Err`
+/// (not a hang) on the ranks whose peer left with `process::exit` without
+/// finalizing; `World::abort` ends the whole job with its code, leaving no
+/// rank behind.
+#[test]
+fn finalize_and_abort() {
+    let name = common::test_name(module_path!(), "finalize_and_abort");
+    if common::is_child(&name) {
+        let case = std::env::var("ONESIDED_TEST_CASE").expect("case");
+        let world = World::init().expect("init");
+        println!("pid {} rank {}", std::process::id(), world.rank());
+        let mut win = Window::<u64>::allocate(&world, 8).expect("allocate");
+        win.lock_all().expect("lock_all");
+        let right = (world.rank() + 1) % world.size();
+        win.put(right, 0, &[world.rank() as u64 + 1]).expect("put");
+        win.unlock_all().expect("unlock_all");
+        win.free().expect("free");
+        drop(win);
+        match case.as_str() {
+            "finalize" => {}
+            "departed" if world.rank() == DEAD => std::process::exit(0),
+            "abort" if world.rank() == DEAD => world.abort(3),
+            "abort" => {
+                // Waits for the aborting rank: the launcher ends us.
+                let _ = world.barrier();
+                println!("rank {} was not ended by the launcher", world.rank());
+                return;
+            }
+            _ => {}
+        }
+        let start = Instant::now();
+        let r = world.finalize();
+        println!(
+            "finalize {}: {} after {:.2} s",
+            case,
+            r.as_ref()
+                .map_or_else(|e| format!("Err {e}"), |_| "Ok".into()),
+            start.elapsed().as_secs_f64()
+        );
+        return;
+    }
+    let ranks = 3;
+    for case in ["finalize", "departed", "abort"] {
+        let args: &[&str] = if case == "departed" {
+            &["--keep-going"]
+        } else {
+            &[]
+        };
+        let mut cmd = common::onesided_run_command(&name, ranks, args);
+        cmd.env("ONESIDED_TEST_CASE", case)
+            .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string());
+        let out = common::run_with_limit(cmd, Duration::from_secs(60));
+        let count = |what: &str| out.stdout.lines().filter(|l| l.contains(what)).count();
+        common::say(&format!(
+            "{case}: job {} in {:.1} s; finalize Ok {}, Err {}",
+            out.status.map_or("hung".into(), |s| s.to_string()),
+            out.elapsed.as_secs_f64(),
+            count(": Ok after"),
+            count(": Err ")
+        ));
+        match case {
+            "finalize" => assert!(
+                out.status.is_some_and(|s| s.success()) && count("finalize finalize: Ok") == ranks,
+                "{}",
+                out.tail(20)
+            ),
+            "departed" => assert!(
+                out.status.is_some() && count("finalize departed: Err") == ranks - 1,
+                "{}",
+                out.tail(20)
+            ),
+            _ => {
+                assert_eq!(
+                    out.status.and_then(|s| s.code()),
+                    Some(3),
+                    "{}",
+                    out.tail(20)
+                );
+                assert_eq!(count("was not ended"), 0, "{}", out.tail(20));
+                let pids: Vec<u32> = out
+                    .stdout
+                    .lines()
+                    .filter_map(|l| l.split("pid ").nth(1)?.split(' ').next()?.parse().ok())
+                    .collect();
+                assert_eq!(pids.len(), ranks, "{}", out.tail(20));
+                let left = common::wait_gone(&pids, Duration::from_secs(5));
+                assert!(left.is_empty(), "ranks left behind: {left:?}");
+            }
+        }
+    }
+}

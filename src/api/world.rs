@@ -76,6 +76,8 @@ pub struct World {
     pub(crate) mappings: Mappings,
     next_window: AtomicU64,
     barrier_epoch: Mutex<u64>,
+    /// `finalize` ran: `Drop` has nothing left to do.
+    finalized: bool,
 }
 
 impl World {
@@ -198,6 +200,7 @@ impl World {
             config,
             next_window: AtomicU64::new(1),
             barrier_epoch: Mutex::new(0),
+            finalized: false,
         })
     }
 
@@ -341,6 +344,72 @@ impl World {
     }
 }
 
+impl World {
+    /// Leaves the job (collective): waits until every process has finished
+    /// its one-sided traffic, then releases the transport and the progress
+    /// agent. This is what dropping the `World` does, with the error
+    /// returned instead of logged.
+    ///
+    /// Every process must call it (or drop its `World`) once all its
+    /// windows are freed; a process that leaves with `std::process::exit`
+    /// instead skips it, and its peers' `finalize` may then fail.
+    ///
+    /// # Errors
+    /// A peer that died or left without finalizing: [`ErrorKind::Timeout`]
+    /// (after `ONESIDED_TIMEOUT`) or [`ErrorKind::PeerUnreachable`]. The
+    /// local resources are released either way.
+    ///
+    /// [`ErrorKind::Timeout`]: crate::ErrorKind::Timeout
+    /// [`ErrorKind::PeerUnreachable`]: crate::ErrorKind::PeerUnreachable
+    pub fn finalize(mut self) -> Result<()> {
+        self.finalized = true;
+        self.leave()
+    }
+
+    /// Ends the whole job from this process: exits with `code` (1 if `code`
+    /// is 0), which every launcher this library runs under treats as a
+    /// failed rank and answers by ending the others (`onesided-run`,
+    /// `mpiexec.hydra`, `srun --kill-on-bad-exit`, Open MPI's `mpirun`).
+    /// Nothing is flushed and no collective runs: peers waiting on this
+    /// process are ended by the launcher (or, without one that ends jobs,
+    /// get an error after `ONESIDED_TIMEOUT`). The analogue of `MPI_Abort`.
+    pub fn abort(&self, code: i32) -> ! {
+        let code = if code == 0 { 1 } else { code };
+        tracing::error!(
+            "rank {} aborts the job with exit code {code}",
+            self.rank()
+        );
+        std::process::exit(code)
+    }
+
+    /// The collective end of the job (see [`Drop`]). After a failed RMA
+    /// barrier the bootstrap barrier is skipped: a dead peer would never
+    /// reach it, and some launchers' barriers have no deadline.
+    fn leave(&mut self) -> Result<()> {
+        if let Err(e) = self.barrier() {
+            self.stop_agent();
+            return Err(e);
+        }
+        if let Ok(mut agent) = self.agent.lock() {
+            if agent.is_none() {
+                match ProgressAgent::start(self.transport.clone(), None) {
+                    Ok(a) => *agent = Some(a),
+                    Err(e) => tracing::warn!("no progress agent for the final barrier: {e}"),
+                }
+            }
+        }
+        let r = self.boot.barrier();
+        self.stop_agent();
+        r
+    }
+
+    fn stop_agent(&self) {
+        if let Ok(mut a) = self.agent.lock() {
+            a.take();
+        }
+    }
+}
+
 impl Drop for World {
     /// Leaving is collective. The RMA barrier completes everyone's traffic,
     /// but its last flag writes are confirmed by reads that the *receivers*
@@ -350,25 +419,12 @@ impl Drop for World {
     /// before an out-of-band bootstrap barrier, during which the progress
     /// agent keeps serving peers (started for the occasion in manual mode).
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            if let Err(e) = self.barrier() {
-                tracing::warn!("final barrier failed: {e}");
-            }
-            if let Ok(mut agent) = self.agent.lock() {
-                if agent.is_none() {
-                    match ProgressAgent::start(self.transport.clone(), None) {
-                        Ok(a) => *agent = Some(a),
-                        Err(e) => tracing::warn!("no progress agent for the final barrier: {e}"),
-                    }
-                }
-            }
-            if let Err(e) = self.boot.barrier() {
-                tracing::warn!("final bootstrap barrier failed: {e}");
+        if !self.finalized && !std::thread::panicking() {
+            if let Err(e) = self.leave() {
+                tracing::warn!("leaving the job (World dropped): {e}");
             }
         }
-        if let Ok(mut a) = self.agent.lock() {
-            a.take();
-        }
+        self.stop_agent();
         let _ = &self.ctrl_reg;
     }
 }

@@ -64,12 +64,7 @@ impl Completion {
     pub fn check(&self, what: impl FnOnce() -> String) -> Result<(), Error> {
         match self.take_error() {
             None => Ok(()),
-            Some(msg) => Err(Error::Fabric {
-                call: "completion",
-                context: what(),
-                code: 0,
-                message: msg,
-            }),
+            Some(msg) => Err(Error::backend("transport", "completion", what(), 0, msg)),
         }
     }
 }

@@ -20,15 +20,10 @@ pub fn strerror(code: i32) -> String {
         .into_owned()
 }
 
-/// Builds an [`Error::Fabric`] from a negative libfabric return value.
+/// Builds an [`Error::Backend`] from a negative libfabric return value.
 pub fn fabric_error(call: &'static str, rc: isize, context: impl Into<String>) -> Error {
     let code = i32::try_from(rc.unsigned_abs()).unwrap_or(i32::MAX);
-    Error::Fabric {
-        call,
-        context: context.into(),
-        code,
-        message: strerror(code),
-    }
+    Error::backend("libfabric", call, context, code, strerror(code))
 }
 
 /// `Ok(())` for `rc == 0`, the error otherwise.

@@ -274,12 +274,13 @@ impl OfiTransport {
                 .ok()
                 .and_then(|r| r.clone())
                 .unwrap_or_default();
-            return Err(Error::Fabric {
-                call: "endpoint",
-                context: "using a transport that failed earlier".into(),
-                code: 0,
-                message: why,
-            });
+            return Err(Error::backend(
+                "libfabric",
+                "endpoint",
+                "using a transport that failed earlier",
+                0,
+                why,
+            ));
         }
         Ok(())
     }
