@@ -49,7 +49,7 @@ pub mod stats;
 pub use api::element::{Element, Integer};
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
-pub use api::window::{Window, WindowInfo};
+pub use api::window::{Window, WindowInfo, WindowMemory};
 pub use api::world::World;
 pub use epoch::{Assert, LockType};
 pub use error::{Error, ErrorKind, Result};

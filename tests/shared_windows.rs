@@ -190,14 +190,15 @@ fn shared_windows() {
         win.shared_query(n),
         Err(Error::InvalidRank { .. })
     ));
-    let mut plain = vec![0u32; 4];
-    let mut user = Window::create(&world, &mut plain).unwrap();
+    let plain = vec![7u32; 4];
+    let user = Window::create(&world, plain).unwrap();
     let e = user
         .shared_query(rank)
         .err()
         .expect("user memory is not shared");
     assert!(e.to_string().contains("not node-shared"), "{e}");
-    user.free().unwrap();
+    // The window owned the Vec and gives it back.
+    assert_eq!(user.into_vec().unwrap(), vec![7u32; 4]);
     win.free().unwrap();
 }
 spmd_test!(

@@ -136,15 +136,74 @@ impl<'a, T: Element> Window<'a, T> {
         Self::build_from(world, mem, len, 0, info)
     }
 
-    /// Exposes user memory as a window for as long as the window lives (collective).
-    pub fn create(world: &'a World, mem: &'a mut [T]) -> Result<Self> {
+    /// Exposes `mem` as this process's part of a new window (collective).
+    ///
+    /// The window owns the memory while peers may access it: pass a
+    /// `Vec<T>` or `Box<[T]>` (given back by [`Window::into_vec`]), or a
+    /// `&'static mut [T]` (e.g. from `Box::leak`). Because the window owns
+    /// it, leaking the window (`std::mem::forget`) leaks the memory instead
+    /// of handing peers memory the program has freed. To expose memory the
+    /// program only borrows, see the `unsafe` [`Window::create_borrowed`].
+    ///
+    /// # Errors
+    /// As [`Window::allocate`]; every rank returns an error if creation
+    /// failed on any rank.
+    pub fn create(world: &'a World, mem: impl WindowMemory<T>) -> Result<Self> {
         Self::create_with(world, mem, &WindowInfo::default())
     }
 
     /// [`Window::create`] with creation hints (collective).
-    pub fn create_with(world: &'a World, mem: &'a mut [T], info: &WindowInfo) -> Result<Self> {
+    pub fn create_with(
+        world: &'a World,
+        mem: impl WindowMemory<T>,
+        info: &WindowInfo,
+    ) -> Result<Self> {
+        let mem = mem.into_memory();
+        let len = mem.len() / std::mem::size_of::<T>().max(1);
+        Self::build(world, mem, len, 0, info)
+    }
+
+    /// Exposes borrowed memory as a window (collective).
+    ///
+    /// # Safety
+    /// The window must be freed or dropped before `mem`'s borrow ends; it
+    /// must not be leaked (`std::mem::forget`, a reference cycle, ...):
+    /// peers, and the progress agent on their behalf, write the memory
+    /// until the window is freed or dropped, so a leaked window lets them
+    /// write memory the program has reused. Prefer [`Window::create`].
+    ///
+    /// # Errors
+    /// As [`Window::create`].
+    pub unsafe fn create_borrowed(
+        world: &'a World,
+        mem: &'a mut [T],
+        info: &WindowInfo,
+    ) -> Result<Self> {
         let len = mem.len();
         Self::build(world, Memory::borrow(mem), len, 0, info)
+    }
+
+    /// Frees the window (collective, as [`Window::free`]) and gives back
+    /// its memory: the `Vec` or `Box` given to [`Window::create`], or a copy
+    /// of the local elements for other windows.
+    ///
+    /// # Errors
+    /// As [`Window::free`]; the window is then dropped (peers are no longer
+    /// accessing it only if the other ranks freed it too).
+    pub fn into_vec(mut self) -> Result<Vec<T>> {
+        let copy = if self.mem.owns_vec::<T>() {
+            None
+        } else {
+            Some(self.local_to_vec()?)
+        };
+        self.free()?;
+        if let Some(v) = copy {
+            return Ok(v);
+        }
+        let mem = std::mem::replace(&mut self.mem, Memory::from_vec::<u8>(Vec::new()));
+        mem.into_vec::<T>().ok_or_else(|| {
+            Error::InvalidArgument(format!("window {}: memory is not a Vec<{}>", self.id, T::NAME))
+        })
     }
 
     /// Creates the window over `mem` (`len` local elements), with the
@@ -398,4 +457,36 @@ impl<T: Element> Drop for Window<'_, T> {
             self.release();
         }
     }
+}
+
+/// Memory a window can own: `Vec<T>`, `Box<[T]>`, or `&'static mut [T]`.
+/// Sealed: the window must own (or never see freed) what peers write.
+pub trait WindowMemory<T: Element>: sealed::Sealed<T> {
+    #[doc(hidden)]
+    fn into_memory(self) -> Memory<'static>;
+}
+
+impl<T: Element> WindowMemory<T> for Vec<T> {
+    fn into_memory(self) -> Memory<'static> {
+        Memory::from_vec(self)
+    }
+}
+
+impl<T: Element> WindowMemory<T> for Box<[T]> {
+    fn into_memory(self) -> Memory<'static> {
+        Memory::from_vec(self.into_vec())
+    }
+}
+
+impl<T: Element> WindowMemory<T> for &'static mut [T] {
+    fn into_memory(self) -> Memory<'static> {
+        Memory::borrow(self)
+    }
+}
+
+mod sealed {
+    pub trait Sealed<T> {}
+    impl<T> Sealed<T> for Vec<T> {}
+    impl<T> Sealed<T> for Box<[T]> {}
+    impl<T> Sealed<T> for &'static mut [T] {}
 }

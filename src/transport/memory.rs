@@ -80,6 +80,13 @@ impl Memory<'static> {
             _borrow: PhantomData,
         }
     }
+}
+
+impl<'a> Memory<'a> {
+    /// Whether this is a `Vec<T>` given to [`Memory::from_vec`].
+    pub fn owns_vec<T: bytemuck::Pod + Send + Sync>(&self) -> bool {
+        matches!(&self.owner, Owner::Vec(b) if b.is::<Vec<T>>())
+    }
 
     /// The `Vec<T>` given to [`Memory::from_vec`] (`None` for other memory).
     pub fn into_vec<T: bytemuck::Pod + Send + Sync>(mut self) -> Option<Vec<T>> {
@@ -92,9 +99,7 @@ impl Memory<'static> {
             }
         }
     }
-}
 
-impl<'a> Memory<'a> {
     /// Wraps user memory for the lifetime of the borrow.
     pub fn borrow<T: bytemuck::Pod>(mem: &'a mut [T]) -> Memory<'a> {
         let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(mem);
