@@ -32,8 +32,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// How progress is made for incoming operations.
+/// How progress is made for incoming operations (`ONESIDED_PROGRESS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProgressMode {
     /// A background agent polls the network (default).
     Thread,
@@ -43,6 +44,7 @@ pub enum ProgressMode {
 
 /// The transport back-end (`ONESIDED_BACKEND`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Backend {
     /// Chosen by what this machine has.
     Auto,

@@ -50,7 +50,21 @@ pub use api::element::{Element, Integer};
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
 pub use api::window::{Window, WindowInfo, WindowMemory};
-pub use api::world::World;
+pub use api::world::{World, WorldBuilder};
+pub use config::{Backend, ProgressMode};
 pub use epoch::{Assert, LockType};
 pub use error::{Error, ErrorKind, Result};
 pub use stats::{WindowStats, WorldStats};
+
+// The thread-safety guarantees stated on `World` and `Window`, checked at
+// compile time.
+const _: () = {
+    fn send_sync<T: Send + Sync>() {}
+    fn check() {
+        send_sync::<World>();
+        send_sync::<Window<'static, u64>>();
+        send_sync::<Request<u64>>();
+        send_sync::<Error>();
+    }
+    let _ = check;
+};

@@ -423,3 +423,50 @@ fn mr_local_paths_work() {
     common::run_variant(module_path!(), "misuse_gives_errors", 2, "tcp", &env);
     common::run_variant(module_path!(), "put_get_every_size_fence", 2, "tcp", &env);
 }
+
+/// `World::builder()` settings override the environment, and a malformed
+/// variable is still reported (kind `Config`) instead of being ignored.
+#[test]
+fn builder_overrides_the_environment() {
+    let name = common::test_name(module_path!(), "builder_overrides_the_environment");
+    if common::is_child(&name) {
+        if std::env::var("ONESIDED_TEST_CASE").as_deref() == Ok("bad") {
+            let e = World::builder()
+                .provider("tcp")
+                .init()
+                .err()
+                .expect("a malformed ONESIDED_RKEY_CACHE is an error");
+            assert_eq!(e.kind(), onesided::ErrorKind::Config, "{e}");
+            assert!(e.to_string().contains("ONESIDED_RKEY_CACHE"), "{e}");
+            println!("builder-bad-ok");
+            return;
+        }
+        let world = World::builder()
+            .provider("sockets")
+            .timeout(Some(std::time::Duration::from_secs(5)))
+            .progress(onesided::ProgressMode::Manual)
+            .init()
+            .expect("init");
+        assert!(world.provider().contains("sockets"), "{}", world.provider());
+        let mut win = Window::<u64>::allocate(&world, 4).unwrap();
+        win.lock_all().unwrap();
+        win.put(0, 1, &[42]).unwrap();
+        win.flush(0).unwrap();
+        let mut v = [0u64];
+        win.get(0, 1, &mut v).unwrap();
+        win.unlock_all().unwrap();
+        assert_eq!(v[0], 42);
+        win.free().unwrap();
+        println!("builder-ok provider={}", world.provider());
+        return;
+    }
+    let mut cmd = common::child_command(&name);
+    cmd.env("ONESIDED_PROVIDER", "tcp");
+    let out = common::run_with_limit(cmd, common::job_timeout());
+    assert!(out.stdout.contains("builder-ok"), "{}", out.tail(20));
+    let mut cmd = common::child_command(&name);
+    cmd.env("ONESIDED_TEST_CASE", "bad")
+        .env("ONESIDED_RKEY_CACHE", "lots");
+    let out = common::run_with_limit(cmd, common::job_timeout());
+    assert!(out.stdout.contains("builder-bad-ok"), "{}", out.tail(20));
+}

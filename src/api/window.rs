@@ -69,8 +69,11 @@ struct Props {
 
 /// A window of `T` elements, created collectively by every process.
 ///
-/// A window is `Sync`: several threads may issue operations on it at once
-/// (MPI_THREAD_MULTIPLE). The per-operation path takes no lock in the
+/// A window is `Send` and `Sync`: several threads may issue operations on
+/// it at once (MPI_THREAD_MULTIPLE); synchronization calls that open or
+/// close epochs (`fence`, `start`/`complete`, `post`/`wait`,
+/// `lock_all`/`unlock_all`) are the program's to order, as in MPI. A window
+/// borrows its [`World`] and cannot outlive it. The per-operation path takes no lock in the
 /// common case (see `docs/performance.md`, "Per-operation cost"): the epoch
 /// check reads `permit` (`epoch::permit`), the target's descriptor and
 /// mapping come from the window's own write-once slots (`meta::targets`),

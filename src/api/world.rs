@@ -51,8 +51,16 @@ pub struct WorldStats {
 
 /// A running job: rank, size, transport, progress agent.
 ///
-/// Created once per process with [`World::init`]. Dropping it is collective
-/// (a final barrier, so no peer still needs us), except while panicking.
+/// Created once per process with [`World::init`] or [`World::builder`].
+/// Dropping it is collective (a final barrier, so no peer still needs us),
+/// except while panicking; [`World::finalize`] does the same and returns
+/// the error.
+///
+/// # Threads
+/// `World` is `Send` and `Sync`: any thread may create windows and call
+/// its methods. Collective calls (`barrier`, window creation and `free`)
+/// must be made by one thread per process at a time, in the same order on
+/// every process, as in MPI.
 pub struct World {
     agent: Mutex<Option<ProgressAgent>>,
     ctrl_reg: Registration,
@@ -89,7 +97,27 @@ impl World {
     /// is the application's choice), so nothing is printed unless the
     /// application installs one, e.g. `tracing_subscriber::fmt().init()`.
     pub fn init() -> Result<World> {
-        let config = Config::from_env()?;
+        Self::builder().init()
+    }
+
+    /// A typed configuration, starting from the environment: every
+    /// `ONESIDED_*` variable is read (and checked) when
+    /// [`WorldBuilder::init`] runs, then the builder's own settings
+    /// override it. `World::init()` is `World::builder().init()`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let world = onesided::World::builder()
+    ///     .timeout(Some(Duration::from_secs(10)))
+    ///     .progress(onesided::ProgressMode::Thread)
+    ///     .init()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn builder() -> WorldBuilder {
+        WorldBuilder::default()
+    }
+
+    fn start(config: Config) -> Result<World> {
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
         let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
         let transport: SharedTransport = crate::transport::open(&config)?;
@@ -407,6 +435,91 @@ impl World {
         if let Ok(mut a) = self.agent.lock() {
             a.take();
         }
+    }
+}
+
+/// Settings for [`World::builder`]; unset ones come from the environment
+/// (`ONESIDED_*`, see the crate's configuration table), then defaults.
+#[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until `init` is called"]
+pub struct WorldBuilder {
+    backend: Option<crate::config::Backend>,
+    provider: Option<String>,
+    progress: Option<ProgressMode>,
+    timeout: Option<Option<std::time::Duration>>,
+    direct_path: Option<bool>,
+    verbose: Option<bool>,
+}
+
+impl WorldBuilder {
+    /// The transport back-end (`ONESIDED_BACKEND`).
+    pub fn backend(mut self, backend: crate::config::Backend) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// The libfabric provider, e.g. `"tcp"`, `"shm"` or `"tcp;ofi_rxm"`
+    /// (`ONESIDED_PROVIDER`).
+    pub fn provider(mut self, provider: impl Into<String>) -> Self {
+        self.provider = Some(provider.into());
+        self
+    }
+
+    /// Asynchronous progress agent or progress inside library calls only
+    /// (`ONESIDED_PROGRESS`).
+    pub fn progress(mut self, mode: ProgressMode) -> Self {
+        self.progress = Some(mode);
+        self
+    }
+
+    /// How long any blocking call may wait for peers before it fails;
+    /// `None` waits forever, and can then hang on a dead peer
+    /// (`ONESIDED_TIMEOUT`, in seconds there, 0 = forever).
+    pub fn timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.timeout = Some(timeout.filter(|d| !d.is_zero()));
+        self
+    }
+
+    /// The intra-node direct path: node-shared window memory accessed by
+    /// loads and stores (`ONESIDED_SHM`, on by default).
+    pub fn direct_path(mut self, on: bool) -> Self {
+        self.direct_path = Some(on);
+        self
+    }
+
+    /// One line per rank on stderr with the choices made at start
+    /// (`ONESIDED_VERBOSE`).
+    pub fn verbose(mut self, on: bool) -> Self {
+        self.verbose = Some(on);
+        self
+    }
+
+    /// Starts this process's part of the job (see [`World::init`]).
+    ///
+    /// # Errors
+    /// A malformed `ONESIDED_*` variable ([`crate::ErrorKind::Config`]),
+    /// a bootstrap or back-end that cannot start.
+    pub fn init(self) -> Result<World> {
+        let mut c = Config::from_env()?;
+        if let Some(b) = self.backend {
+            c.backend = b;
+        }
+        if let Some(p) = self.provider {
+            c.provider = Some(p);
+        }
+        if let Some(p) = self.progress {
+            c.progress = p;
+        }
+        if let Some(t) = self.timeout {
+            c.timeout = t;
+        }
+        if let Some(d) = self.direct_path {
+            c.shm = d;
+        }
+        if let Some(v) = self.verbose {
+            c.verbose = v;
+        }
+        World::start(c)
     }
 }
 
