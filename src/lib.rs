@@ -19,6 +19,12 @@
 // enable the feature): there every consumer is visible. Without it, items
 // that only the diagnostic binaries and tests use look dead, hence:
 #![cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
+// `unsafe` lives in `sys/`, the back-ends and the few transport modules
+// that own memory peers write (see `scripts/check-unsafe.sh`, run by CI);
+// everywhere else it is an error, and every unsafe block says why it is
+// sound.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 macro_rules! internal {
     ($($(#[$meta:meta])* mod $name:ident;)*) => {$(

@@ -177,6 +177,7 @@ impl<'a, T: Element> Window<'a, T> {
     ///
     /// # Errors
     /// As [`Window::create`].
+    #[allow(unsafe_code)] // declares the contract; its body is safe code
     pub unsafe fn create_borrowed(
         world: &'a World,
         mem: &'a mut [T],

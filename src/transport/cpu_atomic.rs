@@ -281,7 +281,7 @@ pub fn accumulate(
         )));
     }
     let base = range(mem, offset, size, count)?;
-    // SAFETY (all arms): `range` checked bounds and alignment for `count`
+    // SAFETY: (all arms) `range` checked bounds and alignment for `count`
     // elements of `size` bytes; window memory is only accessed atomically
     // or through raw copies (see `Memory`), never through references.
     let done = unsafe {
@@ -336,7 +336,7 @@ pub fn compare_swap(
             }
         }
     }
-    // SAFETY (all arms): `range` checked bounds and alignment of the element.
+    // SAFETY: (all arms) `range` checked bounds and alignment of the element.
     unsafe {
         match size {
             1 => cas(AtomicU8::at(p), u8::from_ne(compare), u8::from_ne(swap)).write_ne(old),

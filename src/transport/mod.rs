@@ -19,11 +19,21 @@
 pub mod am;
 pub mod caps;
 pub mod completion;
+// unsafe allowed: CPU atomics on exposed window memory (raw pointers into registered memory).
+#[allow(unsafe_code)]
 pub mod cpu_atomic;
 pub mod exposed;
+// unsafe allowed: buffers the network writes while an operation is in flight.
+#[allow(unsafe_code)]
 pub mod inflight;
+// unsafe allowed: the one owner of memory peers may write (registration, mappings).
+#[allow(unsafe_code)]
 pub mod memory;
+// unsafe allowed: the libfabric back-end (FFI).
+#[allow(unsafe_code)]
 pub mod ofi;
+// unsafe allowed: intra-node mapping of node-shared segments (mmap).
+#[allow(unsafe_code)]
 pub mod shm;
 pub mod vocab;
 

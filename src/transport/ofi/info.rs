@@ -141,8 +141,8 @@ impl InfoList {
 
     /// The first entry.
     pub fn first(&self) -> InfoRef<'_> {
-        // SAFETY: head is valid while self lives.
         InfoRef {
+            // SAFETY: head is valid while self lives.
             info: unsafe { self.head.as_ref() },
         }
     }
