@@ -211,38 +211,49 @@ impl<'a> Memory<'a> {
     }
 
     /// Copies bytes out of the region.
+    ///
+    /// Peers (through the progress agent, the provider or their own
+    /// mapping of a node-shared segment) may write the region at the same
+    /// time, so the copy is made of relaxed atomic loads (see
+    /// [`atomic_load_bytes`]): a racing write yields old or new bytes,
+    /// never undefined behaviour.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(offset, out.len())?;
         fence(Ordering::Acquire);
         // SAFETY: bounds checked above; `out` is a distinct Rust allocation
         // (it cannot alias the region, which is never exposed as a reference).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset),
-                out.as_mut_ptr(),
-                out.len(),
-            )
-        };
+        unsafe { atomic_load_bytes(self.ptr.as_ptr().add(offset), out) };
         Ok(())
     }
 
-    /// Copies bytes into the region.
+    /// Copies bytes into the region (relaxed atomic stores, see
+    /// [`Memory::read`]).
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
         // SAFETY: bounds checked above; `data` cannot alias the region.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len())
-        };
+        unsafe { atomic_store_bytes(self.ptr.as_ptr().add(offset), data) };
         fence(Ordering::Release);
         Ok(())
     }
 
-    /// Copies `len` bytes inside the region (a put or get to oneself).
+    /// Copies `len` bytes inside the region (a put or get to oneself),
+    /// through a bounce buffer so that overlapping ranges copy as `memmove`
+    /// does.
     pub fn copy_within(&self, from: usize, to: usize, len: usize) -> Result<()> {
         self.check(from, len)?;
         self.check(to, len)?;
-        // SAFETY: both ranges are in bounds; `copy` handles overlap.
-        unsafe { std::ptr::copy(self.ptr.as_ptr().add(from), self.ptr.as_ptr().add(to), len) };
+        const CHUNK: usize = 4096;
+        let mut buf = [0u8; CHUNK];
+        // Forward when the destination is below the source, else backward,
+        // chunk by chunk (each chunk is read whole before it is written).
+        let chunks = len.div_ceil(CHUNK);
+        for k in 0..chunks {
+            let k = if to <= from { k } else { chunks - 1 - k };
+            let at = k * CHUNK;
+            let n = CHUNK.min(len - at);
+            self.read(from + at, &mut buf[..n])?;
+            self.write(to + at, &buf[..n])?;
+        }
         Ok(())
     }
 
@@ -289,6 +300,112 @@ impl Drop for Memory<'_> {
                 }
             }
             Owner::User | Owner::Vec(_) | Owner::Part(_) => {}
+        }
+    }
+}
+
+// Memory that peers may write is never accessed through Rust references or
+// plain (non-atomic) copies, only through these two functions and through
+// the atomics in `cpu_atomic` and `load_u64`/`store_u64`. A plain copy
+// racing with a peer's write would be a data race, which is undefined
+// behaviour in Rust even when the bytes are "just data". Relaxed atomic
+// loads and stores of the widest aligned unit make the race well defined:
+// each 8-byte word (or byte at the edges) is old or new, never torn below
+// that size, and never UB. Ordering with respect to the peers' writes comes
+// from the epoch's synchronization (fences, flushes, locks), as in MPI's
+// unified memory model.
+
+/// Copies `out.len()` bytes from `src` with relaxed atomic loads: bytes up
+/// to 8-byte alignment, then 8-byte words, then the remaining bytes.
+///
+/// # Safety
+/// `src..src + out.len()` is valid for reads for the whole call and is not
+/// accessed through Rust references by anyone during it.
+unsafe fn atomic_load_bytes(src: *const u8, out: &mut [u8]) {
+    use std::sync::atomic::{AtomicU64, AtomicU8};
+    let n = out.len();
+    let head = src.align_offset(8).min(n);
+    let mut i = 0;
+    while i < head {
+        // SAFETY: in bounds (caller); AtomicU8 has the alignment of u8.
+        out[i] = unsafe { (*src.add(i).cast::<AtomicU8>()).load(Ordering::Relaxed) };
+        i += 1;
+    }
+    while i + 8 <= n {
+        // SAFETY: in bounds, and 8-aligned since `head` aligned `src + i`.
+        let w = unsafe { (*src.add(i).cast::<AtomicU64>()).load(Ordering::Relaxed) };
+        out[i..i + 8].copy_from_slice(&w.to_ne_bytes());
+        i += 8;
+    }
+    while i < n {
+        // SAFETY: in bounds (caller).
+        out[i] = unsafe { (*src.add(i).cast::<AtomicU8>()).load(Ordering::Relaxed) };
+        i += 1;
+    }
+}
+
+/// Copies `data` to `dst` with relaxed atomic stores (as
+/// [`atomic_load_bytes`]).
+///
+/// # Safety
+/// `dst..dst + data.len()` is valid for writes for the whole call and is
+/// not accessed through Rust references by anyone during it.
+unsafe fn atomic_store_bytes(dst: *mut u8, data: &[u8]) {
+    use std::sync::atomic::{AtomicU64, AtomicU8};
+    let n = data.len();
+    let head = dst.align_offset(8).min(n);
+    let mut i = 0;
+    while i < head {
+        // SAFETY: in bounds (caller).
+        unsafe { (*dst.add(i).cast::<AtomicU8>()).store(data[i], Ordering::Relaxed) };
+        i += 1;
+    }
+    while i + 8 <= n {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&data[i..i + 8]);
+        // SAFETY: in bounds, and 8-aligned since `head` aligned `dst + i`.
+        unsafe {
+            (*dst.add(i).cast::<AtomicU64>()).store(u64::from_ne_bytes(w), Ordering::Relaxed)
+        };
+        i += 8;
+    }
+    while i < n {
+        // SAFETY: in bounds (caller).
+        unsafe { (*dst.add(i).cast::<AtomicU8>()).store(data[i], Ordering::Relaxed) };
+        i += 1;
+    }
+}
+
+#[cfg(test)]
+mod atomic_copy_tests {
+    use super::*;
+
+    #[test]
+    fn copies_every_alignment_and_length() {
+        let m = Memory::allocate(64).unwrap();
+        for off in 0..9 {
+            for len in 0..40 {
+                let data: Vec<u8> = (0..len).map(|i| (i * 7 + off + 1) as u8).collect();
+                m.write(off, &data).unwrap();
+                let mut back = vec![0u8; len];
+                m.read(off, &mut back).unwrap();
+                assert_eq!(back, data, "offset {off} length {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn copy_within_overlaps_like_memmove() {
+        let m = Memory::allocate(20_000).unwrap();
+        let data: Vec<u8> = (0..20_000).map(|i| (i % 251) as u8).collect();
+        for (from, to, len) in [(0, 100, 9000), (100, 0, 9000), (5, 6, 10_000), (6, 5, 10_000)] {
+            m.write(0, &data).unwrap();
+            let mut expect = data.clone();
+            expect.copy_within(from..from + len, to);
+            m.copy_within(from, to, len).unwrap();
+            let mut back = vec![0u8; 20_000];
+            m.read(0, &mut back).unwrap();
+            assert!(back == expect, "from {from} to {to} len {len}");
         }
     }
 }
