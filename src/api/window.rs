@@ -36,7 +36,7 @@ use crate::meta::dirty::Dirty;
 use crate::meta::targets::Targets;
 use crate::meta::uniform;
 use crate::meta::valid_ops::ValidOps;
-use crate::transport::exposed::Exposure;
+use crate::transport::exposed::ExposedEntry;
 use crate::transport::{
     AtomicOrder, Completion, Memory, Registration, RemoteAddr, RemoteCompletion,
 };
@@ -117,7 +117,7 @@ pub struct Window<'a, T: Element> {
     // Withdraw from message handlers and deregister before the memory goes
     // away (fields drop in declaration order; `release` does it explicitly).
     soft_lock: Option<soft_lock::SoftLock<T>>,
-    exposure: Option<Exposure>,
+    exposure: Option<ExposedEntry>,
     reg: Option<Registration>,
     mem: Memory<'a>,
     _t: PhantomData<T>,

@@ -3,9 +3,9 @@
 //!
 //! Invariants:
 //! * An entry is a non-owning view of a window's memory. It is inserted by
-//!   [`ExposedTable::expose`] and removed when the returned [`Exposure`] is
+//!   [`ExposedTable::expose`] and removed when the returned [`ExposedEntry`] is
 //!   dropped; like a [`super::Registration`], the window drops its
-//!   `Exposure` before its memory (explicitly in `free`, and by field order
+//!   `ExposedEntry` before its memory (explicitly in `free`, and by field order
 //!   on drop), so no view outlives the memory.
 //! * Handlers use an entry only inside [`ExposedTable::with`], under the
 //!   table's read lock; removal takes the write lock, so it waits until no
@@ -32,7 +32,7 @@ pub struct ExposedTable {
 
 /// Keeps a window exposed; dropping it removes the entry (waiting for
 /// handlers that are using the table).
-pub struct Exposure {
+pub struct ExposedEntry {
     table: Arc<ExposedTable>,
     id: u64,
 }
@@ -56,7 +56,7 @@ impl ExposedTable {
         mem: &Memory<'_>,
         datatype: Datatype,
         policy: u64,
-    ) -> Result<Exposure> {
+    ) -> Result<ExposedEntry> {
         let mut map = self.write();
         if map.contains_key(&id) {
             return Err(Error::InvalidArgument(format!(
@@ -71,7 +71,7 @@ impl ExposedTable {
                 policy,
             },
         );
-        Ok(Exposure {
+        Ok(ExposedEntry {
             table: self.clone(),
             id,
         })
@@ -95,7 +95,7 @@ impl ExposedTable {
     }
 }
 
-impl Drop for Exposure {
+impl Drop for ExposedEntry {
     fn drop(&mut self) {
         self.table.write().remove(&self.id);
     }

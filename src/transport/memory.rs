@@ -116,7 +116,7 @@ impl<'a> Memory<'a> {
     /// A non-owning view of the same bytes, for the table of memory exposed
     /// to message handlers (`transport::exposed`, `protocols::soft_lock::queue`),
     /// which guarantee that the view is dropped before this memory (see
-    /// `Exposure`, `LockExposure`).
+    /// `Exposure`, `LockEntry`).
     pub(crate) fn alias(&self) -> Memory<'static> {
         Memory {
             ptr: self.ptr,

@@ -7,7 +7,7 @@ use crate::api::world::World;
 use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor, FLAG_DYNAMIC};
 use crate::meta::uniform;
-use crate::transport::exposed::Exposure;
+use crate::transport::exposed::ExposedEntry;
 use crate::transport::{Memory, Registration};
 
 /// This rank's part of a window, before the creation's allreduce.
@@ -21,7 +21,7 @@ pub(super) struct Prepared<T: Element> {
     /// What peers read (or, for uniform windows, compute).
     pub desc: Descriptor,
     /// Open for software accumulates.
-    pub exposure: Option<Exposure>,
+    pub exposure: Option<ExposedEntry>,
     /// Registered under `uniform::window_key(id)` with offset addressing.
     pub keyed: bool,
     /// The target-side lock queue, when locks take the software path.

@@ -33,7 +33,7 @@ use crate::api::element::Element;
 use crate::api::op::AnyOp;
 use crate::epoch::LockType;
 use crate::error::{Error, Result};
-use crate::protocols::soft_lock::queue::LockExposure;
+use crate::protocols::soft_lock::queue::LockEntry;
 use crate::protocols::soft_lock::wire::{Carried, LockMsg, Status, SubOp, MAX_OP_BYTES};
 use crate::transport::am::kind;
 use crate::transport::Completion;
@@ -79,7 +79,7 @@ struct Pending<T> {
 /// Per-window state of the software lock path.
 pub(super) struct SoftLock<T> {
     /// Open in the lock table (taken out by `release`, before the memory).
-    pub(super) exposure: Option<LockExposure>,
+    pub(super) exposure: Option<LockEntry>,
     /// Lazy targets not acquired yet (only locked ones: a short list).
     pending: Mutex<Vec<Pending<T>>>,
     count: AtomicUsize,
@@ -88,7 +88,7 @@ pub(super) struct SoftLock<T> {
 }
 
 impl<T> SoftLock<T> {
-    pub(super) fn new(exposure: LockExposure, eager: bool) -> SoftLock<T> {
+    pub(super) fn new(exposure: LockEntry, eager: bool) -> SoftLock<T> {
         SoftLock {
             exposure: Some(exposure),
             pending: Mutex::new(Vec::new()),

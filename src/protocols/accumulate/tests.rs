@@ -76,7 +76,7 @@ fn round_trip_and_rejects() {
 fn table_with(
     mem: &Memory<'_>,
     software: u64,
-) -> (Arc<ExposedTable>, crate::transport::exposed::Exposure) {
+) -> (Arc<ExposedTable>, crate::transport::exposed::ExposedEntry) {
     let t = Arc::new(ExposedTable::default());
     let e = t.expose(9, mem, Datatype::I64, software).unwrap();
     (t, e)

@@ -211,7 +211,7 @@ pub struct LockTable {
 }
 
 /// Keeps a window in the table; dropping it removes the entry.
-pub struct LockExposure {
+pub struct LockEntry {
     table: Arc<LockTable>,
     id: u64,
 }
@@ -232,7 +232,7 @@ impl LockTable {
         mem: Option<&Memory<'_>>,
         datatype: Datatype,
         cpu_ops: u64,
-    ) -> Result<LockExposure> {
+    ) -> Result<LockEntry> {
         let mut map = self.write();
         if map.contains_key(&id) {
             return Err(Error::InvalidArgument(format!(
@@ -248,7 +248,7 @@ impl LockTable {
                 cpu_ops,
             },
         );
-        Ok(LockExposure {
+        Ok(LockEntry {
             table: self.clone(),
             id,
         })
@@ -269,7 +269,7 @@ impl LockTable {
     }
 }
 
-impl Drop for LockExposure {
+impl Drop for LockEntry {
     fn drop(&mut self) {
         self.table.write().remove(&self.id);
     }

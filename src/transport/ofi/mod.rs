@@ -84,7 +84,7 @@ pub struct OfiTransport {
     // before what it is bound to.
     staging: Option<staging::Staging>,
     // Contexts of operations in flight hold registrations: before the endpoint.
-    ops: ops::OpTable,
+    ops: ops::ContextTable,
     counters: counters::Counters,
     ep: Owned<fi::fid_ep>,
     // Receive buffers: the provider may write them until the endpoint is
@@ -192,7 +192,7 @@ impl OfiTransport {
 
         let mut t = OfiTransport {
             staging: None,
-            ops: ops::OpTable::with_capacity(config.rma_slots, super::RECV_BUFFERS),
+            ops: ops::ContextTable::with_capacity(config.rma_slots, super::RECV_BUFFERS),
             counters: counters::Counters::default(),
             ep,
             msgs: None,

@@ -16,7 +16,7 @@
 //!
 //! **Bounded.** The table has a fixed number of slots (`ONESIDED_RMA_SLOTS`),
 //! allocated when the transport opens; inserting never allocates. When every
-//! slot is taken, [`OpTable::try_insert`] hands the operation back and the
+//! slot is taken, [`ContextTable::try_insert`] hands the operation back and the
 //! poster reads the CQ until a slot frees (`cq::OpContext::track`), so a full
 //! table is never an error for the user. It cannot deadlock: every occupied
 //! slot is an operation the provider accepted, which the provider completes
@@ -28,7 +28,7 @@
 //! any other wait for the network.
 //!
 //! **Reserved slots.** The message layer's receive buffers (and the replies
-//! sent from them) take [`OpTable::insert_reserved`] slots, one per buffer
+//! sent from them) take [`ContextTable::insert_reserved`] slots, one per buffer
 //! (`RECV_BUFFERS` of them, added to the bound): they are re-posted from
 //! inside CQ processing, where waiting for a slot is not allowed, and they
 //! do not count against `ONESIDED_RMA_SLOTS`.
@@ -41,7 +41,7 @@ use super::cq::OpContext;
 
 struct Slot {
     generation: u32,
-    /// Taken by [`OpTable::insert_reserved`] (not counted against the bound).
+    /// Taken by [`ContextTable::insert_reserved`] (not counted against the bound).
     reserved: bool,
     op: Option<OpContext>,
 }
@@ -50,20 +50,20 @@ struct Slab {
     slots: Vec<Slot>,
     /// Indices of empty slots, used as a stack.
     free: Vec<u32>,
-    /// Slots taken by [`OpTable::try_insert`].
+    /// Slots taken by [`ContextTable::try_insert`].
     bounded_in_use: usize,
 }
 
 /// Operations in flight.
-pub struct OpTable {
+pub struct ContextTable {
     slab: Mutex<Slab>,
-    /// Bound of [`OpTable::try_insert`] (`ONESIDED_RMA_SLOTS`).
+    /// Bound of [`ContextTable::try_insert`] (`ONESIDED_RMA_SLOTS`).
     capacity: usize,
     rejected: AtomicU64,
     exhausted: AtomicU64,
 }
 
-/// What [`OpTable::try_insert`] did.
+/// What [`ContextTable::try_insert`] did.
 pub enum Insert {
     /// Stored: post with this token.
     Token(*mut c_void),
@@ -77,11 +77,11 @@ fn token(index: u32, generation: u32) -> *mut c_void {
     (((generation as u64) << 32) | (index as u64 + 1)) as usize as *mut c_void
 }
 
-impl OpTable {
+impl ContextTable {
     /// A table of `capacity` slots (at least 1) for RMA and sends, plus
     /// `reserved` slots for the message layer's receive buffers (which
     /// must never wait), all allocated now.
-    pub fn with_capacity(capacity: usize, reserved: usize) -> OpTable {
+    pub fn with_capacity(capacity: usize, reserved: usize) -> ContextTable {
         let capacity = capacity.clamp(1, (u32::MAX / 2) as usize);
         let total = capacity + reserved.min((u32::MAX / 2) as usize);
         let slots = (0..total)
@@ -93,7 +93,7 @@ impl OpTable {
             .collect();
         // Popped from the end: slot 0 first.
         let free = (0..total as u32).rev().collect();
-        OpTable {
+        ContextTable {
             slab: Mutex::new(Slab {
                 slots,
                 free,
@@ -231,7 +231,7 @@ mod tests {
         }
     }
 
-    fn insert(t: &OpTable, done: &Arc<Completion>) -> *mut c_void {
+    fn insert(t: &ContextTable, done: &Arc<Completion>) -> *mut c_void {
         match t.try_insert(op(done)) {
             Insert::Token(k) => k,
             _ => panic!("no slot"),
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn tokens_are_honoured_once() {
-        let t = OpTable::with_capacity(4, 0);
+        let t = ContextTable::with_capacity(4, 0);
         let done = Arc::new(Completion::new());
         let a = insert(&t, &done);
         assert!(!a.is_null());
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn a_full_table_hands_the_operation_back() {
-        let t = OpTable::with_capacity(2, 1);
+        let t = ContextTable::with_capacity(2, 1);
         let done = Arc::new(Completion::new());
         let r = t.insert_reserved(op(&done));
         assert!(!r.is_null());
