@@ -186,6 +186,32 @@ spmd_test!(
 );
 spmd_test!(dynamic_misuse, &[2], misuse);
 
+/// A 1 MiB put and an 8-byte put into one's own attached region, then
+/// `flush(me)`: every element is there when the region is read back (issue
+/// 12 item 7: flush returned before a put to oneself completed on tcp).
+fn put_to_self() {
+    let world = World::init().unwrap();
+    let me = world.rank();
+    let mut win = Window::<u64>::create_dynamic(&world).unwrap();
+    const M: usize = 1 << 17; // 1 MiB of u64
+    let d = win.attach(vec![0u64; M]).unwrap();
+    win.lock_all().unwrap();
+    let data: Vec<u64> = (0..M).map(|i| value(me, 7, i)).collect();
+    win.put(me, d, &data).unwrap();
+    win.flush(me).unwrap();
+    let mut back = vec![0u64; M];
+    win.get(me, d, &mut back).unwrap();
+    same(&back, &data, "1 MiB put to oneself, after flush(me), read by get");
+    win.put(me, d + 5, &[42]).unwrap();
+    win.unlock_all().unwrap();
+    let region = win.detach(d).unwrap();
+    let mut want = data;
+    want[5] = 42;
+    same(&region, &want, "region after put to oneself and unlock_all");
+    win.free().unwrap();
+}
+spmd_test!(dynamic_put_to_self_is_flushed, &[1, 2], put_to_self);
+
 #[test]
 fn dynamic_attach_table_of_two() {
     if common::providers().iter().all(|p| p != "tcp") {

@@ -9,8 +9,12 @@ use crate::error::Result;
 use crate::transport::InFlight;
 
 impl<T: Element> Window<'_, T> {
+    /// Marks `rank` as needing a flush read after a write through the
+    /// transport. Writes to oneself go through the transport too on a
+    /// dynamic window (its memory is registered, not copied locally), so
+    /// they need the same remote completion.
     fn mark_dirty(&self, rank: usize) {
-        if rank != self.me && self.props.ordered_raw {
+        if (rank != self.me || self.is_dynamic()) && self.props.ordered_raw {
             self.dirty.mark(rank);
         }
     }
