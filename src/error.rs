@@ -149,22 +149,13 @@ pub enum ErrorKind {
 
 /// errno values that mean the peer (or the path to it) is gone.
 const PEER_GONE: [i32; 6] = [
-    libc_errno::ECONNREFUSED,
-    libc_errno::ECONNRESET,
-    libc_errno::ENOTCONN,
-    libc_errno::EPIPE,
-    libc_errno::EHOSTUNREACH,
-    libc_errno::ETIMEDOUT,
+    nix::errno::Errno::ECONNREFUSED as i32,
+    nix::errno::Errno::ECONNRESET as i32,
+    nix::errno::Errno::ENOTCONN as i32,
+    nix::errno::Errno::EPIPE as i32,
+    nix::errno::Errno::EHOSTUNREACH as i32,
+    nix::errno::Errno::ETIMEDOUT as i32,
 ];
-
-mod libc_errno {
-    pub const EPIPE: i32 = 32;
-    pub const ENOTCONN: i32 = 107;
-    pub const ECONNRESET: i32 = 104;
-    pub const ECONNREFUSED: i32 = 111;
-    pub const EHOSTUNREACH: i32 = 113;
-    pub const ETIMEDOUT: i32 = 110;
-}
 
 impl Error {
     /// What kind of failure this is.

@@ -201,7 +201,11 @@ fn put_to_self() {
     win.flush(me).unwrap();
     let mut back = vec![0u64; M];
     win.get(me, d, &mut back).unwrap();
-    same(&back, &data, "1 MiB put to oneself, after flush(me), read by get");
+    same(
+        &back,
+        &data,
+        "1 MiB put to oneself, after flush(me), read by get",
+    );
     win.put(me, d + 5, &[42]).unwrap();
     win.unlock_all().unwrap();
     let region = win.detach(d).unwrap();

@@ -95,10 +95,11 @@ fn survivors_get_an_error_when_a_rank_dies() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// `World::finalize` returns `Ok` when every rank finalizes, and `Err`
-/// (not a hang) on the ranks whose peer left with `process::exit` without
-/// finalizing; `World::abort` ends the whole job with its code, leaving no
-/// rank behind.
+/// `World::finalize` returns `Ok` when every rank finalizes. A rank that
+/// frees its window and leaves with `process::exit` (skipping finalize)
+/// does not break its peers' `free()` (issue 12 item 4), and their
+/// `finalize` returns `Err` instead of hanging. `World::abort` ends the
+/// whole job with its code, leaving no rank behind.
 #[test]
 fn finalize_and_abort() {
     let name = common::test_name(module_path!(), "finalize_and_abort");
@@ -137,7 +138,11 @@ fn finalize_and_abort() {
         return;
     }
     let ranks = 3;
-    for case in ["finalize", "departed", "abort"] {
+    // "departed" four times: before the barrier tolerated a peer that had
+    // completed it and left, a survivor's free() failed in most runs.
+    for case in [
+        "finalize", "departed", "departed", "departed", "departed", "abort",
+    ] {
         let args: &[&str] = if case == "departed" {
             &["--keep-going"]
         } else {

@@ -67,6 +67,16 @@ fn fence_assertions() {
     assert_eq!(barriers(), b1);
     arg_err(win.fence(Assert::NOCHECK), "fence(NOCHECK)");
     arg_err(win.lock_all_with(Assert::NOPUT), "lock_all(NOPUT)");
+    // lock() refuses undefined assertion bits too (issue 12 item 8), and
+    // the refusal leaves no epoch behind.
+    arg_err(
+        win.lock(rank, LockType::Shared, Assert::NOPUT),
+        "lock(NOPUT)",
+    );
+    arg_err(
+        win.lock(rank, LockType::Exclusive, Assert(1 << 30)),
+        "lock(unknown bit)",
+    );
     win.fence(Assert::NOSUCCEED).expect("fence NOSUCCEED");
     win.free().expect("free");
 }

@@ -324,14 +324,26 @@ impl World {
                 .is_none()
             {
                 let ctrl = self.control(to)?;
-                self.transport.put_signal(
+                let sent = self.transport.put_signal(
                     to,
                     e,
                     RemoteAddr {
                         addr: ctrl.addr + flag as u64,
                         key: ctrl.key,
                     },
-                )?;
+                );
+                match sent {
+                    // The flag's confirmation failed because `to` is gone.
+                    // In this round `to` waits for our flag and for nobody
+                    // else's, so a `to` that left after the barrier had
+                    // received it (the last collective before a peer
+                    // exits); a `to` that died before is not waiting for
+                    // anyone, and the ranks waiting for it time out.
+                    Err(err) if err.kind() == crate::ErrorKind::PeerUnreachable => {
+                        tracing::debug!("barrier {e}: rank {to} is gone: {err}");
+                    }
+                    other => other?,
+                }
             }
             let from = (rank + size - dist) % size;
             let what = || format!("barrier {e}, round {round}: waiting for rank {from}'s flag");

@@ -18,7 +18,16 @@ pub struct Completion {
     pending: AtomicUsize,
     /// An error is recorded: lets `take_error` skip the lock when none is.
     failed: AtomicBool,
-    error: Mutex<Option<String>>,
+    error: Mutex<Option<Recorded>>,
+}
+
+/// The first error recorded on a [`Completion`].
+#[derive(Debug)]
+struct Recorded {
+    message: String,
+    /// The peer the failed operation went to, when the failure says the
+    /// peer is gone (its connection was refused, reset or closed).
+    gone: Option<usize>,
 }
 
 impl Completion {
@@ -41,8 +50,22 @@ impl Completion {
     }
     /// Records an error completion (the first one wins) and counts it done.
     pub fn failed(&self, message: String) {
+        self.record(Recorded {
+            message,
+            gone: None,
+        });
+    }
+    /// As [`Completion::failed`], for an operation that failed because
+    /// peer `rank` is gone or unreachable.
+    pub fn peer_gone(&self, rank: usize, message: String) {
+        self.record(Recorded {
+            message,
+            gone: Some(rank),
+        });
+    }
+    fn record(&self, r: Recorded) {
         if let Ok(mut e) = self.error.lock() {
-            e.get_or_insert(message);
+            e.get_or_insert(r);
         }
         self.failed.store(true, Ordering::Release);
         self.done();
@@ -52,19 +75,33 @@ impl Completion {
     pub fn is_idle(&self) -> bool {
         self.pending() == 0 && !self.failed.load(Ordering::Acquire)
     }
-    /// Takes the first recorded error, if any.
+    /// Takes the first recorded error's text, if any.
     pub fn take_error(&self) -> Option<String> {
+        self.take().map(|r| r.message)
+    }
+    fn take(&self) -> Option<Recorded> {
         // A load first: the common case (no error) needs no RMW.
         if !self.failed.load(Ordering::Acquire) || !self.failed.swap(false, Ordering::AcqRel) {
             return None;
         }
         self.error.lock().ok().and_then(|mut e| e.take())
     }
-    /// `Ok` if no error was recorded, otherwise a transport error naming `what`.
+    /// `Ok` if no error was recorded, otherwise a transport error naming
+    /// `what` ([`Error::PeerUnreachable`] when the peer is gone).
     pub fn check(&self, what: impl FnOnce() -> String) -> Result<(), Error> {
-        match self.take_error() {
+        match self.take() {
             None => Ok(()),
-            Some(msg) => Err(Error::backend("transport", "completion", what(), 0, msg)),
+            Some(Recorded {
+                message,
+                gone: Some(rank),
+            }) => Err(Error::PeerUnreachable {
+                rank,
+                what: what(),
+                message,
+            }),
+            Some(Recorded { message, .. }) => {
+                Err(Error::backend("transport", "completion", what(), 0, message))
+            }
         }
     }
 }

@@ -305,6 +305,13 @@ impl<T: Element> Window<'_, T> {
     /// On the software lock path a remote lock is lazy: nothing is sent
     /// until the first operation, flush or unlock (see `docs/semantics.md`).
     pub fn lock(&self, rank: usize, kind: LockType, assert: Assert) -> Result<()> {
+        // As lock_all_with (and MPI_Win_lock): only NOCHECK is defined.
+        if assert.0 & !Assert::NOCHECK.0 != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "window {}: lock accepts only Assert::NOCHECK, got {:#x}",
+                self.id, assert.0
+            )));
+        }
         self.check_rank(rank)?;
         let nocheck = assert.contains(Assert::NOCHECK);
         self.epoch()?.begin_lock(self.id, rank, kind, nocheck)?;

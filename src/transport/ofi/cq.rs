@@ -116,6 +116,13 @@ impl OpContext {
         }
         self.done.failed(message);
     }
+    /// Records a failure that says the target is gone.
+    pub fn fail_peer_gone(&self, message: String) {
+        if let Some(g) = &self.group {
+            g.peer_gone(self.target, message.clone());
+        }
+        self.done.peer_gone(self.target, message);
+    }
 }
 
 const BATCH: usize = 16;
@@ -312,11 +319,29 @@ fn read_error(t: &OfiTransport) -> Result<()> {
         msg::completed(t, ctx, role, err.len, false);
         return Ok(());
     }
-    ctx.fail(format!(
+    let message = format!(
         "{} to rank {} failed: {} (provider: {detail})",
         ctx.what,
         ctx.target,
         strerror(err.err)
-    ));
+    );
+    // The connection to the target was refused, reset or closed (the tcp
+    // provider cancels the operations of a broken connection and reports
+    // the socket's errno as the provider errno).
+    let gone = |e: i32| {
+        [
+            nix::errno::Errno::ECONNREFUSED as i32,
+            nix::errno::Errno::ECONNRESET as i32,
+            nix::errno::Errno::ENOTCONN as i32,
+            nix::errno::Errno::EPIPE as i32,
+            nix::errno::Errno::EHOSTUNREACH as i32,
+        ]
+        .contains(&e.abs())
+    };
+    if gone(err.err) || gone(err.prov_errno) {
+        ctx.fail_peer_gone(message);
+    } else {
+        ctx.fail(message);
+    }
     Ok(())
 }
