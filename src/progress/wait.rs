@@ -18,7 +18,9 @@ use crate::transport::Transport;
 
 /// A wait in progress: the start, the deadline and the back-off state.
 pub(crate) struct Waiter<'w> {
-    start: Instant,
+    /// Read from the clock at the first unsuccessful check, so that a wait
+    /// that is over at once costs no clock read.
+    start: Option<Instant>,
     limit: Option<Duration>,
     backoff: Backoff,
     what: &'w dyn Fn() -> String,
@@ -29,7 +31,7 @@ impl<'w> Waiter<'w> {
     /// (built only if it is needed).
     pub(crate) fn new(limit: Option<Duration>, what: &'w dyn Fn() -> String) -> Self {
         Waiter {
-            start: Instant::now(),
+            start: None,
             limit,
             backoff: Backoff::new(),
             what,
@@ -40,7 +42,8 @@ impl<'w> Waiter<'w> {
     /// otherwise backs off and returns `Ok`.
     pub(crate) fn step(&mut self) -> Result<()> {
         if let Some(limit) = self.limit {
-            if self.start.elapsed() > limit {
+            let start = *self.start.get_or_insert_with(Instant::now);
+            if start.elapsed() > limit {
                 return Err(Error::Timeout {
                     what: (self.what)(),
                     seconds: limit.as_secs(),

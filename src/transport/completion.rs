@@ -88,7 +88,16 @@ impl Completion {
     }
     /// `Ok` if no error was recorded, otherwise a transport error naming
     /// `what` ([`Error::PeerUnreachable`] when the peer is gone).
+    #[inline]
     pub fn check(&self, what: impl FnOnce() -> String) -> Result<(), Error> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.check_slow(what)
+    }
+
+    #[cold]
+    fn check_slow(&self, what: impl FnOnce() -> String) -> Result<(), Error> {
         match self.take() {
             None => Ok(()),
             Some(Recorded {

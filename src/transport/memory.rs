@@ -321,10 +321,18 @@ impl Drop for Memory<'_> {
 /// # Safety
 /// `src..src + out.len()` is valid for reads for the whole call and is not
 /// accessed through Rust references by anyone during it.
+#[inline]
 unsafe fn atomic_load_bytes(src: *const u8, out: &mut [u8]) {
     use std::sync::atomic::{AtomicU64, AtomicU8};
     let n = out.len();
-    let head = src.align_offset(8).min(n);
+    if n == 8 && src as usize % 8 == 0 {
+        // The common case of one aligned 8-byte element: one load.
+        // SAFETY: in bounds (caller) and 8-aligned.
+        let w = unsafe { (*src.cast::<AtomicU64>()).load(Ordering::Relaxed) };
+        out.copy_from_slice(&w.to_ne_bytes());
+        return;
+    }
+    let head = ((src as usize).wrapping_neg() & 7).min(n);
     let mut i = 0;
     while i < head {
         // SAFETY: in bounds (caller); AtomicU8 has the alignment of u8.
@@ -350,10 +358,18 @@ unsafe fn atomic_load_bytes(src: *const u8, out: &mut [u8]) {
 /// # Safety
 /// `dst..dst + data.len()` is valid for writes for the whole call and is
 /// not accessed through Rust references by anyone during it.
+#[inline]
 unsafe fn atomic_store_bytes(dst: *mut u8, data: &[u8]) {
     use std::sync::atomic::{AtomicU64, AtomicU8};
     let n = data.len();
-    let head = dst.align_offset(8).min(n);
+    if n == 8 && dst as usize % 8 == 0 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(data);
+        // SAFETY: in bounds (caller) and 8-aligned.
+        unsafe { (*dst.cast::<AtomicU64>()).store(u64::from_ne_bytes(w), Ordering::Relaxed) };
+        return;
+    }
+    let head = ((dst as usize).wrapping_neg() & 7).min(n);
     let mut i = 0;
     while i < head {
         // SAFETY: in bounds (caller).
