@@ -275,7 +275,7 @@ impl OfiTransport {
                 .and_then(|r| r.clone())
                 .unwrap_or_default();
             return Err(Error::backend(
-                "libfabric",
+                "ofi",
                 "endpoint",
                 "using a transport that failed earlier",
                 0,
