@@ -24,6 +24,8 @@ mod msg;
 mod ops;
 mod rma;
 mod staging;
+// Only `onesided-info` (an unstable-feature binary) surveys providers.
+#[cfg(feature = "unstable")]
 pub mod survey;
 pub mod vocab;
 mod waiting;
