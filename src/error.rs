@@ -12,16 +12,22 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in onesided.
 ///
 /// Match on [`Error::kind`] to decide what to do (retry, report a dead
-/// peer, fix the call); the variants carry the details for the message and
-/// may gain fields or siblings in later releases (`#[non_exhaustive]`).
+/// peer, fix the call); [`Error::errno`] and [`Error::rank`] give the
+/// errno of a failed back-end or OS call and the rank the error is about.
+/// The variants carry the details for the message and may gain siblings
+/// (the enum is `#[non_exhaustive]`) and fields (each struct variant is
+/// `#[non_exhaustive]`: match them with `..`) in later releases; errors
+/// are made by the library, not by callers.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A call into the network back-end failed. `backend` names the
-    /// library ("libfabric", "ibverbs"), `call` the function, `context`
-    /// what we were doing, `code` the positive errno / `FI_E*` value (0
-    /// when the back-end reported only a text) and `message` its text.
+    /// back-end as `ONESIDED_BACKEND` spells it ("ofi" for libfabric),
+    /// `call` the function, `context` what we were doing, `code` the
+    /// positive errno / `FI_E*` value (0 when the back-end reported only a
+    /// text) and `message` its text.
     #[error("{backend} {call} failed while {context}: {message} (error {code})")]
+    #[non_exhaustive]
     Backend {
         backend: &'static str,
         call: &'static str,
@@ -33,6 +39,7 @@ pub enum Error {
     /// A peer is gone or cannot be reached: it exited (or was killed), or
     /// the network between us failed. `rank` is the peer.
     #[error("rank {rank} is unreachable while {what}: {message}")]
+    #[non_exhaustive]
     PeerUnreachable {
         rank: usize,
         what: String,
@@ -45,10 +52,12 @@ pub enum Error {
 
     /// Starting the job failed: launcher, PMI or key-value exchange.
     #[error("bootstrap ({via}): {message}")]
+    #[non_exhaustive]
     Bootstrap { via: &'static str, message: String },
 
     /// A peer sent something that does not parse or does not validate.
     #[error("malformed message from {peer}: {message}")]
+    #[non_exhaustive]
     Protocol { peer: String, message: String },
 
     /// A target range does not lie inside the target's window.
@@ -56,6 +65,7 @@ pub enum Error {
         "window {window}: access to rank {rank} at element offset {offset}, length {len} \
          is outside the target window of {window_len} elements"
     )]
+    #[non_exhaustive]
     OutOfWindow {
         window: u64,
         rank: usize,
@@ -66,6 +76,7 @@ pub enum Error {
 
     /// A rank outside `0..size`.
     #[error("window {window}: rank {rank} is not in the job (size {size})")]
+    #[non_exhaustive]
     InvalidRank {
         window: u64,
         rank: usize,
@@ -74,6 +85,7 @@ pub enum Error {
 
     /// A call that is not allowed in the current synchronization epoch.
     #[error("window {window}: {op} is not allowed {state}")]
+    #[non_exhaustive]
     Epoch {
         window: u64,
         op: &'static str,
@@ -91,6 +103,7 @@ pub enum Error {
 
     /// An operation did not complete in the allowed time (`ONESIDED_TIMEOUT`).
     #[error("timed out after {seconds} s while {what}")]
+    #[non_exhaustive]
     Timeout { what: String, seconds: u64 },
 
     /// A bounded resource (window directory, cache, ...) is exhausted.
@@ -99,6 +112,7 @@ pub enum Error {
 
     /// A configuration variable has a value we do not understand.
     #[error("environment variable {var}={value}: {message}")]
+    #[non_exhaustive]
     Config {
         var: &'static str,
         value: String,
@@ -107,6 +121,7 @@ pub enum Error {
 
     /// An operating-system call failed.
     #[error("{context}: {source}")]
+    #[non_exhaustive]
     Io {
         context: String,
         #[source]
@@ -145,6 +160,25 @@ pub enum ErrorKind {
     Config,
     /// An operating-system call failed.
     Io,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::PeerUnreachable => "peer unreachable",
+            ErrorKind::OutOfWindow => "out of window",
+            ErrorKind::EpochMisuse => "epoch misuse",
+            ErrorKind::InvalidArgument => "invalid argument",
+            ErrorKind::ResourceExhausted => "resource exhausted",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Backend => "back-end error",
+            ErrorKind::Bootstrap => "bootstrap error",
+            ErrorKind::Malformed => "malformed message",
+            ErrorKind::Config => "configuration error",
+            ErrorKind::Io => "I/O error",
+        })
+    }
 }
 
 /// errno values that mean the peer (or the path to it) is gone.
@@ -214,6 +248,20 @@ impl Error {
         }
     }
 
+    /// Builds an [`Error::PeerUnreachable`]: `rank` is the peer, `what`
+    /// what this process was doing, `message` what showed it was gone.
+    pub(crate) fn peer_unreachable(
+        rank: usize,
+        what: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::PeerUnreachable {
+            rank,
+            what: what.into(),
+            message: message.into(),
+        }
+    }
+
     /// Builds a [`Error::Bootstrap`].
     pub fn bootstrap(via: &'static str, message: impl fmt::Display) -> Self {
         Error::Bootstrap {
@@ -235,40 +283,177 @@ impl Error {
 mod tests {
     use super::*;
 
+    /// One error of every variant (the `match` below stops compiling when a
+    /// variant is added, so the table grows with the enum) with the kind,
+    /// errno and rank a caller reads from it.
+    fn every_variant() -> Vec<(Error, ErrorKind, Option<i32>, Option<usize>)> {
+        let all = vec![
+            (
+                Error::backend("ofi", "fi_mr_reg", "registering", 12, "no memory"),
+                ErrorKind::Backend,
+                Some(12),
+                None,
+            ),
+            (
+                Error::peer_unreachable(5, "putting to rank 5", "connection reset"),
+                ErrorKind::PeerUnreachable,
+                None,
+                Some(5),
+            ),
+            (
+                Error::NoProvider("no tcp".into()),
+                ErrorKind::Backend,
+                None,
+                None,
+            ),
+            (
+                Error::bootstrap("pmi1", "no PMI_FD"),
+                ErrorKind::Bootstrap,
+                None,
+                None,
+            ),
+            (
+                Error::Protocol {
+                    peer: "rank 2".into(),
+                    message: "short header".into(),
+                },
+                ErrorKind::Malformed,
+                None,
+                None,
+            ),
+            (
+                Error::OutOfWindow {
+                    window: 1,
+                    rank: 4,
+                    offset: 10,
+                    len: 2,
+                    window_len: 11,
+                },
+                ErrorKind::OutOfWindow,
+                None,
+                Some(4),
+            ),
+            (
+                Error::InvalidRank {
+                    window: 1,
+                    rank: 9,
+                    size: 4,
+                },
+                ErrorKind::InvalidArgument,
+                None,
+                Some(9),
+            ),
+            (
+                Error::Epoch {
+                    window: 1,
+                    op: "put",
+                    state: "outside an epoch".into(),
+                },
+                ErrorKind::EpochMisuse,
+                None,
+                None,
+            ),
+            (
+                Error::InvalidArgument("lengths differ".into()),
+                ErrorKind::InvalidArgument,
+                None,
+                None,
+            ),
+            (
+                Error::Unsupported("max on bool".into()),
+                ErrorKind::Unsupported,
+                None,
+                None,
+            ),
+            (
+                Error::Timeout {
+                    what: "waiting for rank 3".into(),
+                    seconds: 2,
+                },
+                ErrorKind::Timeout,
+                None,
+                None,
+            ),
+            (
+                Error::Exhausted("windows".into()),
+                ErrorKind::ResourceExhausted,
+                None,
+                None,
+            ),
+            (
+                Error::Config {
+                    var: "ONESIDED_TIMEOUT",
+                    value: "soon".into(),
+                    message: "not a number of seconds".into(),
+                },
+                ErrorKind::Config,
+                None,
+                None,
+            ),
+            (
+                Error::io("opening", std::io::Error::from_raw_os_error(2)),
+                ErrorKind::Io,
+                Some(2),
+                None,
+            ),
+        ];
+        for (e, ..) in &all {
+            match e {
+                Error::Backend { .. }
+                | Error::PeerUnreachable { .. }
+                | Error::NoProvider(_)
+                | Error::Bootstrap { .. }
+                | Error::Protocol { .. }
+                | Error::OutOfWindow { .. }
+                | Error::InvalidRank { .. }
+                | Error::Epoch { .. }
+                | Error::InvalidArgument(_)
+                | Error::Unsupported(_)
+                | Error::Timeout { .. }
+                | Error::Exhausted(_)
+                | Error::Config { .. }
+                | Error::Io { .. } => {}
+            }
+        }
+        all
+    }
+
     #[test]
-    fn kinds_callers_match_on() {
-        let gone = Error::backend("libfabric", "fi_write", "putting", 107, "not connected");
-        assert_eq!(gone.kind(), ErrorKind::PeerUnreachable);
-        assert_eq!(gone.errno(), Some(107));
-        let other = Error::backend("libfabric", "fi_mr_reg", "registering", 12, "no memory");
-        assert_eq!(other.kind(), ErrorKind::Backend);
-        let t = Error::Timeout {
-            what: "waiting for rank 3".into(),
-            seconds: 2,
-        };
+    fn every_variant_has_the_kind_errno_and_rank_callers_match_on() {
+        let all = every_variant();
+        assert_eq!(all.len(), 14, "one row per variant");
+        for (e, kind, errno, rank) in all {
+            assert_eq!((e.kind(), e.errno(), e.rank()), (kind, errno, rank), "{e}");
+            assert!(!e.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_backend_errno_that_means_the_peer_is_gone_is_peer_unreachable() {
+        for code in PEER_GONE {
+            let e = Error::backend("ofi", "fi_write", "putting to rank 1", code, "gone");
+            assert_eq!(
+                (e.kind(), e.errno()),
+                (ErrorKind::PeerUnreachable, Some(code))
+            );
+        }
+        // A back-end failure reported only as text has no errno.
+        let text = Error::backend("ofi", "endpoint", "using it", 0, "failed earlier");
+        assert_eq!((text.kind(), text.errno()), (ErrorKind::Backend, None));
+    }
+
+    #[test]
+    fn messages_name_what_and_where() {
+        let e = Error::backend("ofi", "fi_write", "putting 8 bytes to rank 1", 5, "I/O");
         assert_eq!(
-            (t.kind(), t.errno(), t.rank()),
-            (ErrorKind::Timeout, None, None)
+            e.to_string(),
+            "ofi fi_write failed while putting 8 bytes to rank 1: I/O (error 5)"
         );
-        let oow = Error::OutOfWindow {
-            window: 1,
-            rank: 4,
-            offset: 10,
-            len: 2,
-            window_len: 11,
-        };
-        assert_eq!((oow.kind(), oow.rank()), (ErrorKind::OutOfWindow, Some(4)));
-        let epoch = Error::Epoch {
-            window: 1,
-            op: "put",
-            state: "outside an epoch".into(),
-        };
-        assert_eq!(epoch.kind(), ErrorKind::EpochMisuse);
+        let e = Error::peer_unreachable(3, "waiting for a lock reply", "connection reset");
         assert_eq!(
-            Error::Exhausted("windows".into()).kind(),
-            ErrorKind::ResourceExhausted
+            e.to_string(),
+            "rank 3 is unreachable while waiting for a lock reply: connection reset"
         );
-        let io = Error::io("opening", std::io::Error::from_raw_os_error(2));
-        assert_eq!((io.kind(), io.errno()), (ErrorKind::Io, Some(2)));
+        assert_eq!(ErrorKind::PeerUnreachable.to_string(), "peer unreachable");
     }
 }

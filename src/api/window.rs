@@ -341,6 +341,7 @@ impl<'a, T: Element> Window<'a, T> {
     /// (fetching the descriptor on first contact), for use with
     /// [`World::bench_transport`].
     #[doc(hidden)]
+    #[cfg(feature = "unstable")]
     pub fn bench_remote(&self, rank: usize, disp: usize) -> Result<RemoteAddr> {
         self.alive("bench_remote")?;
         self.check_rank(rank)?;

@@ -248,7 +248,9 @@ impl World {
         &self.transport.caps().name
     }
 
-    /// What the back-end can do (its capability flags).
+    /// What the back-end can do (its capability flags). Internal support
+    /// (`unstable` feature): the flags are the transport's vocabulary.
+    #[cfg(feature = "unstable")]
     pub fn transport_caps(&self) -> &crate::transport::Caps {
         self.transport.caps()
     }
@@ -258,6 +260,7 @@ impl World {
     /// operations with no epochs, descriptor lookups or rkey cache and show
     /// the floor beside each figure.
     #[doc(hidden)]
+    #[cfg(feature = "unstable")]
     pub fn bench_transport(&self) -> &dyn Transport {
         self.transport.as_ref()
     }
@@ -297,6 +300,7 @@ impl World {
     /// Internal support, not a stable API: the active-message layer (tests
     /// register handlers of kinds from `am::kind::USER` on).
     #[doc(hidden)]
+    #[cfg(feature = "unstable")]
     pub fn active_messages(&self) -> &ActiveMessages {
         &self.am
     }

@@ -103,11 +103,7 @@ impl Completion {
             Some(Recorded {
                 message,
                 gone: Some(rank),
-            }) => Err(Error::PeerUnreachable {
-                rank,
-                what: what(),
-                message,
-            }),
+            }) => Err(Error::peer_unreachable(rank, what(), message)),
             Some(Recorded { message, .. }) => {
                 Err(Error::backend("transport", "completion", what(), 0, message))
             }

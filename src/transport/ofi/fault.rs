@@ -23,7 +23,7 @@ pub fn strerror(code: i32) -> String {
 /// Builds an [`Error::Backend`] from a negative libfabric return value.
 pub fn fabric_error(call: &'static str, rc: isize, context: impl Into<String>) -> Error {
     let code = i32::try_from(rc.unsigned_abs()).unwrap_or(i32::MAX);
-    Error::backend("libfabric", call, context, code, strerror(code))
+    Error::backend("ofi", call, context, code, strerror(code))
 }
 
 /// `Ok(())` for `rc == 0`, the error otherwise.

@@ -24,6 +24,8 @@ mod msg;
 mod ops;
 mod rma;
 mod staging;
+// Only `onesided-info` (an unstable-feature binary) surveys providers.
+#[cfg(feature = "unstable")]
 pub mod survey;
 pub mod vocab;
 mod waiting;
@@ -275,7 +277,7 @@ impl OfiTransport {
                 .and_then(|r| r.clone())
                 .unwrap_or_default();
             return Err(Error::backend(
-                "libfabric",
+                "ofi",
                 "endpoint",
                 "using a transport that failed earlier",
                 0,
