@@ -160,3 +160,256 @@ fn permit_never_allows_what_the_state_refuses() {
     // lock_all prefix {0,1} + nocheck lock_all + fence with ops.
     assert_eq!(covered, 2 + 6 + 6);
 }
+
+/// Model-based property test of the whole synchronization state machine:
+/// random sequences of fence / lock_all / unlock_all / lock / unlock /
+/// start / complete / post / wait / operations / flushes / free, driven the
+/// way `api::window` drives [`SyncState`], against a small model of which
+/// calls MPI-3 allows (written from the rules, not from the code): every
+/// call must be `Ok` exactly when the model says it is legal, and refused
+/// with [`Error::Epoch`] otherwise. Failures are persisted by proptest
+/// (`proptest-regressions/`) and replay; CI fixes `PROPTEST_RNG_SEED`.
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    const RANKS: usize = 4;
+
+    #[derive(Debug, Clone)]
+    enum Call {
+        Fence { noprecede: bool, nosucceed: bool },
+        LockAll,
+        UnlockAll,
+        Lock(usize, bool),
+        Unlock(usize),
+        Start(Vec<usize>),
+        Complete,
+        Post(Vec<usize>),
+        Wait,
+        Op(usize),
+        Flush(Option<usize>),
+        Free,
+    }
+
+    fn call() -> impl Strategy<Value = Call> {
+        let rank = 0..RANKS;
+        let group = proptest::collection::btree_set(0..RANKS, 0..=RANKS)
+            .prop_map(|g| g.into_iter().collect::<Vec<_>>());
+        prop_oneof![
+            3 => (any::<bool>(), any::<bool>())
+                .prop_map(|(noprecede, nosucceed)| Call::Fence { noprecede, nosucceed }),
+            2 => Just(Call::LockAll),
+            2 => Just(Call::UnlockAll),
+            3 => (rank.clone(), any::<bool>()).prop_map(|(r, x)| Call::Lock(r, x)),
+            3 => rank.clone().prop_map(Call::Unlock),
+            2 => group.clone().prop_map(Call::Start),
+            2 => Just(Call::Complete),
+            2 => group.prop_map(Call::Post),
+            2 => Just(Call::Wait),
+            6 => rank.clone().prop_map(Call::Op),
+            2 => proptest::option::of(rank).prop_map(Call::Flush),
+            1 => Just(Call::Free),
+        ]
+    }
+
+    /// Where the window is, in the terms of the standard.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Mode {
+        Idle,
+        /// In a fence epoch; whether operations were issued in it.
+        Fence(bool),
+        LockAll,
+    }
+
+    #[derive(Debug)]
+    struct Model {
+        mode: Mode,
+        locks: BTreeSet<usize>,
+        access: Option<Vec<usize>>,
+        exposure: bool,
+    }
+
+    impl Model {
+        fn pscw(&self) -> bool {
+            self.access.is_some() || self.exposure
+        }
+
+        /// Legal, and the new state if so.
+        fn call(&mut self, c: &Call) -> bool {
+            let quiet = self.locks.is_empty() && !self.pscw();
+            match c {
+                Call::Fence { noprecede, nosucceed } => {
+                    let ok = quiet
+                        && self.mode != Mode::LockAll
+                        && !(*noprecede && self.mode == Mode::Fence(true));
+                    if ok {
+                        self.mode = if *nosucceed { Mode::Idle } else { Mode::Fence(false) };
+                    }
+                    ok
+                }
+                Call::LockAll => {
+                    let ok = quiet && matches!(self.mode, Mode::Idle | Mode::Fence(false));
+                    if ok {
+                        self.mode = Mode::LockAll;
+                    }
+                    ok
+                }
+                Call::UnlockAll => {
+                    let ok = self.mode == Mode::LockAll;
+                    if ok {
+                        self.mode = Mode::Idle;
+                    }
+                    ok
+                }
+                Call::Lock(r, _) => {
+                    let ok = !self.pscw()
+                        && !matches!(self.mode, Mode::LockAll | Mode::Fence(true))
+                        && !self.locks.contains(r);
+                    if ok {
+                        self.mode = Mode::Idle;
+                        self.locks.insert(*r);
+                    }
+                    ok
+                }
+                Call::Unlock(r) => self.locks.remove(r),
+                Call::Start(_) | Call::Post(_) => {
+                    let open = match c {
+                        Call::Start(_) => self.access.is_some(),
+                        _ => self.exposure,
+                    };
+                    let ok = self.locks.is_empty()
+                        && !matches!(self.mode, Mode::LockAll | Mode::Fence(true))
+                        && !open;
+                    if ok {
+                        self.mode = Mode::Idle;
+                        match c {
+                            Call::Start(g) => self.access = Some(g.clone()),
+                            _ => self.exposure = true,
+                        }
+                    }
+                    ok
+                }
+                Call::Complete => self.access.take().is_some(),
+                Call::Wait => std::mem::replace(&mut self.exposure, false),
+                Call::Op(r) => {
+                    if self.locks.contains(r) {
+                        return true;
+                    }
+                    if !self.locks.is_empty() {
+                        return false;
+                    }
+                    if let Some(g) = &self.access {
+                        return g.contains(r);
+                    }
+                    match self.mode {
+                        Mode::LockAll => true,
+                        Mode::Fence(_) => {
+                            self.mode = Mode::Fence(true);
+                            true
+                        }
+                        Mode::Idle => false,
+                    }
+                }
+                Call::Flush(r) => {
+                    self.mode == Mode::LockAll
+                        || match r {
+                            Some(r) => self.locks.contains(r),
+                            None => !self.locks.is_empty(),
+                        }
+                }
+                Call::Free => quiet && matches!(self.mode, Mode::Idle | Mode::Fence(false)),
+            }
+        }
+    }
+
+    /// Drives `s` as `api::window` does (locks are granted at once, post
+    /// notifications arrive when awaited).
+    fn drive(s: &mut SyncState, c: &Call) -> Result<()> {
+        const W: u64 = 7;
+        match c {
+            Call::Fence { noprecede, nosucceed } => {
+                let mut a = Assert::NONE;
+                if *noprecede {
+                    a = a | Assert::NOPRECEDE;
+                }
+                if *nosucceed {
+                    a = a | Assert::NOSUCCEED;
+                }
+                s.mode = s.fence(W, a)?.next;
+            }
+            Call::LockAll => s.lock_all(W, false)?,
+            Call::UnlockAll => {
+                s.unlock_all(W)?;
+                let n = s.end_unlock_all();
+                assert!(n <= RANKS, "released {n} shared locks");
+            }
+            Call::Lock(r, x) => {
+                let kind = if *x { LockType::Exclusive } else { LockType::Shared };
+                s.begin_lock(W, *r, kind, false)?;
+                s.lock_acquired(*r);
+            }
+            Call::Unlock(r) => {
+                s.end_unlock(W, *r)?;
+            }
+            Call::Start(g) => {
+                s.begin_pscw(W, "start")?;
+                s.pscw.start(W, g.clone(), false)?;
+            }
+            Call::Complete => {
+                s.pscw.check_complete(W)?;
+                s.pscw.end_complete();
+            }
+            Call::Post(g) => {
+                s.begin_pscw(W, "post")?;
+                s.pscw.post(W, g.clone())?;
+            }
+            Call::Wait => {
+                s.pscw.check_wait(W, "wait")?;
+                s.pscw.end_wait();
+            }
+            Call::Op(r) => {
+                match s.may_issue(W, "put", *r)? {
+                    Prepare::Go => {}
+                    Prepare::SharedLock => {
+                        for t in s.all.next()..=*r {
+                            assert!(s.lock_all_acquired(t), "lock_all order at {t}");
+                        }
+                    }
+                    Prepare::AwaitPost => s.pscw.mark_ready(*r),
+                }
+                s.issue(W, "put", *r)?;
+            }
+            Call::Flush(r) => s.flush(W, "flush", *r)?,
+            Call::Free => s.free(W)?,
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn sync_state_matches_mpi_model(calls in proptest::collection::vec(call(), 0..60)) {
+            let mut s = SyncState::default();
+            let mut m = Model {
+                mode: Mode::Idle,
+                locks: BTreeSet::new(),
+                access: None,
+                exposure: false,
+            };
+            for (i, c) in calls.iter().enumerate() {
+                let legal = m.call(c);
+                match drive(&mut s, c) {
+                    Ok(()) => prop_assert!(legal, "call {} {:?} accepted; model {:?}", i, c, m),
+                    Err(Error::Epoch { .. }) => {
+                        prop_assert!(!legal, "call {} {:?} refused; model {:?}", i, c, m)
+                    }
+                    Err(e) => prop_assert!(false, "call {} {:?}: wrong error kind {}", i, c, e),
+                }
+                // The lock_all prefix never reaches past the job.
+                prop_assert!(s.all.upto.is_none_or(|u| u < RANKS));
+                prop_assert_eq!(s.locks.len(), m.locks.len());
+            }
+        }
+    }
+}

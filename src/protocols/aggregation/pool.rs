@@ -150,4 +150,121 @@ mod tests {
         // The global pool is empty, but `other` still has its own element.
         assert_eq!(other.take(&g, |h| h), Some(Home::Local));
     }
+
+    /// Model-based property test: random take/give on two windows' local
+    /// pools sharing one global pool, against a model of the counts
+    /// (local first, then global, `None` only when both are exhausted;
+    /// every element returns to its home; never more than the capacities;
+    /// no element handed out twice).
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            Take(usize),
+            /// Give back the i-th element window w holds (mod the count).
+            Give(usize, usize),
+        }
+
+        #[derive(Debug, Default, Clone, Copy)]
+        struct Counts {
+            created: usize,
+            free: usize,
+            cap: usize,
+        }
+
+        impl Counts {
+            fn take(&mut self) -> bool {
+                if self.free > 0 {
+                    self.free -= 1;
+                    true
+                } else if self.created < self.cap {
+                    self.created += 1;
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                3 => (0..2usize).prop_map(Step::Take),
+                2 => (0..2usize, any::<usize>()).prop_map(|(w, i)| Step::Give(w, i)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            #[test]
+            fn pools_match_model(
+                gcap in 0..4usize,
+                lcaps in (0..3usize, 0..3usize),
+                steps in proptest::collection::vec(step(), 0..60),
+            ) {
+                let g = Global::new(gcap);
+                let mut locals = [Local::new(lcaps.0), Local::new(lcaps.1)];
+                let mut mg = Counts { cap: gcap, ..Counts::default() };
+                let mut ml = [
+                    Counts { cap: lcaps.0, ..Counts::default() },
+                    Counts { cap: lcaps.1, ..Counts::default() },
+                ];
+                // Elements are (id, home); ids are unique at creation.
+                let next_id = std::cell::Cell::new(0u32);
+                let mut held: [Vec<(u32, Home)>; 2] = [Vec::new(), Vec::new()];
+                let mut owner: std::collections::HashMap<u32, usize> = Default::default();
+                for s in steps {
+                    match s {
+                        Step::Take(w) => {
+                            let want = if ml[w].take() {
+                                Some(Home::Local)
+                            } else if mg.take() {
+                                Some(Home::Global)
+                            } else {
+                                None
+                            };
+                            let got = locals[w].take(&g, |h| {
+                                next_id.set(next_id.get() + 1);
+                                (next_id.get(), h)
+                            });
+                            prop_assert_eq!(got.map(|e| e.1), want);
+                            if let Some(e) = got {
+                                // A local element only ever serves its window.
+                                if e.1 == Home::Local {
+                                    if let Some(&o) = owner.get(&e.0) {
+                                        prop_assert_eq!(o, w);
+                                    }
+                                    owner.insert(e.0, w);
+                                }
+                                prop_assert!(
+                                    !held.iter().flatten().any(|h| h.0 == e.0),
+                                    "element {} handed out twice", e.0
+                                );
+                                held[w].push(e);
+                            }
+                        }
+                        Step::Give(w, i) => {
+                            if held[w].is_empty() {
+                                continue;
+                            }
+                            let e = held[w].remove(i % held[w].len());
+                            match e.1 {
+                                Home::Local => ml[w].free += 1,
+                                Home::Global => mg.free += 1,
+                            }
+                            locals[w].give(&g, e, e.1);
+                        }
+                    }
+                    prop_assert_eq!(g.in_use(), mg.created - mg.free);
+                    prop_assert!(mg.created <= gcap);
+                    for w in 0..2 {
+                        prop_assert_eq!(locals[w].list.created, ml[w].created);
+                        prop_assert_eq!(locals[w].list.free.len(), ml[w].free);
+                        prop_assert!(ml[w].created <= ml[w].cap);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -194,3 +194,103 @@ impl Drop for OpTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Model-based property test of the operation table on top of its
+    //! pools: random operations to random targets with random pool sizes,
+    //! shipping what `queue` hands back; the model is one FIFO of
+    //! operations per target. Every operation must be shipped exactly once,
+    //! in issue order per target, in batches within the limit, and every
+    //! global element must be home when the table is gone.
+    use super::*;
+    use crate::config::{AggregateMode, OpConfig};
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    fn ship(t: TargetElem, limit: usize, got: &mut HashMap<usize, Vec<Vec<u8>>>) -> TargetElem {
+        assert!(t.batch.len() <= limit, "batch of {} > {limit}", t.batch.len());
+        assert!(!t.ops.is_empty(), "empty target element shipped");
+        let (id, entries) = wire::decode(&t.batch).expect("valid batch");
+        assert_eq!(id, 9);
+        assert_eq!(entries.len(), t.ops.len());
+        let out = got.entry(t.rank).or_default();
+        for (e, o) in entries.iter().zip(&t.ops) {
+            assert_eq!((e.class, e.data.len()), (o.class, o.len));
+            out.push(e.data.to_vec());
+        }
+        t
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn model_op_table_ships_every_op_once_in_order(
+            sizes in (1..4usize, 0..4usize, 0..3usize, 0..4usize, 0..3usize),
+            extra in 0..200usize,
+            ops in proptest::collection::vec((0..5usize, 1..40usize, any::<u8>()), 0..80),
+        ) {
+            let (slots, gop, wop, gtarget, wtarget) = sizes;
+            // At least one element of each kind somewhere.
+            let (wop, wtarget) = (wop.max(usize::from(gop == 0)), wtarget.max(usize::from(gtarget == 0)));
+            let limit = wire::HEADER_BYTES + wire::entry_size(40) + extra;
+            let shared = Arc::new(Shared::new(OpConfig {
+                mode: AggregateMode::On,
+                max_op: 40,
+                batch_bytes: limit,
+                slots,
+                op_elements: gop,
+                win_op_elements: wop,
+                target_elements: gtarget,
+                win_target_elements: wtarget,
+            }));
+            let mut want: HashMap<usize, Vec<Vec<u8>>> = HashMap::new();
+            let mut got: HashMap<usize, Vec<Vec<u8>>> = HashMap::new();
+            let mut table = OpTable::new(9, shared.clone());
+            for (i, (rank, len, byte)) in ops.into_iter().enumerate() {
+                let data = vec![byte.wrapping_add(i as u8); len];
+                let e = Entry {
+                    class: wire::PUT,
+                    op: None,
+                    datatype: None,
+                    offset: i as u64,
+                    data: &data,
+                };
+                let mut tries = 0;
+                loop {
+                    tries += 1;
+                    prop_assert!(tries < 100, "queue never succeeded");
+                    match table.queue(rank, &e) {
+                        Queued::Done => break,
+                        Queued::Ship(t) => {
+                            let t = ship(t, limit, &mut got);
+                            table.recycle(t);
+                        }
+                        // Single thread: nothing is being shipped elsewhere.
+                        Queued::Retry => prop_assert!(false, "Retry with no ship in flight"),
+                    }
+                }
+                want.entry(rank).or_default().push(data);
+            }
+            if extra % 2 == 0 {
+                while let Some(t) = table.next_target() {
+                    let t = ship(t, limit, &mut got);
+                    table.recycle(t);
+                }
+                prop_assert_eq!(&got, &want);
+            } else {
+                // Dropped with operations queued: what was shipped is, per
+                // target, the oldest operations in order.
+                for (r, w) in &want {
+                    let g = got.get(r).map_or(&[][..], |g| &g[..]);
+                    prop_assert_eq!(g, &w[..g.len()]);
+                }
+            }
+            // Global elements go home with the table (local ones die with it).
+            drop(table);
+            let st = shared.stats();
+            prop_assert_eq!(st.global_op_elements_in_use, 0);
+            prop_assert_eq!(st.global_target_elements_in_use, 0);
+        }
+    }
+}
