@@ -113,14 +113,21 @@ impl<'a> Memory<'a> {
         }
     }
 
-    /// A non-owning view of the same bytes, for the table of memory exposed
-    /// to message handlers (`transport::exposed`, `protocols::soft_lock::queue`),
-    /// which guarantee that the view is dropped before this memory (see
-    /// `Exposure`, `LockEntry`).
-    pub(crate) fn alias(&self) -> Memory<'static> {
+    /// Wraps user memory with no lifetime attached, for
+    /// `Window::create_borrowed` (whose caller promises what the borrow
+    /// checker cannot see).
+    ///
+    /// # Safety
+    /// `mem` must stay valid, and must not be accessed through Rust
+    /// references, until the returned value (and every `Arc` holding it:
+    /// the window, its registration, the exposed-memory table) is dropped.
+    pub(crate) unsafe fn borrow_unbounded<T: bytemuck::Pod>(mem: &mut [T]) -> Memory<'static> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(mem);
+        let len = bytes.len();
+        let ptr = NonNull::new(bytes.as_mut_ptr()).unwrap_or(NonNull::dangling());
         Memory {
-            ptr: self.ptr,
-            len: self.len,
+            ptr,
+            len,
             owner: Owner::User,
             _borrow: PhantomData,
         }
