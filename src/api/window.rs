@@ -119,7 +119,9 @@ pub struct Window<'a, T: Element> {
     soft_lock: Option<soft_lock::SoftLock<T>>,
     exposure: Option<ExposedEntry>,
     reg: Option<Registration>,
-    mem: Memory<'a>,
+    // Shared with `reg` and the exposed-memory table (`transport::exposed`):
+    // freed when the last of them lets go, never while one may write it.
+    mem: Arc<Memory<'static>>,
     _t: PhantomData<T>,
 }
 
@@ -177,14 +179,19 @@ impl<'a, T: Element> Window<'a, T> {
     ///
     /// # Errors
     /// As [`Window::create`].
-    #[allow(unsafe_code)] // declares the contract; its body is safe code
+    #[allow(unsafe_code)] // the contract, and the one call that relies on it
     pub unsafe fn create_borrowed(
         world: &'a World,
         mem: &'a mut [T],
         info: &WindowInfo,
     ) -> Result<Self> {
         let len = mem.len();
-        Self::build(world, Memory::borrow(mem), len, 0, info)
+        // SAFETY: the caller frees or drops the window before the borrow
+        // ends and never leaks it (this function's contract); the window's
+        // release drops the registration and the exposed-memory entry (the
+        // only other holders of the memory) before the window lets go of it.
+        let mem = unsafe { Memory::borrow_unbounded(mem) };
+        Self::build(world, mem, len, 0, info)
     }
 
     /// Frees the window (collective, as [`Window::free`]) and gives back
@@ -192,8 +199,10 @@ impl<'a, T: Element> Window<'a, T> {
     /// of the local elements for other windows.
     ///
     /// # Errors
-    /// As [`Window::free`]; the window is then dropped (peers are no longer
-    /// accessing it only if the other ranks freed it too).
+    /// As [`Window::free`]. When freeing fails the memory is not given
+    /// back: the window is dropped, which deregisters it and withdraws it
+    /// from message handlers locally before the memory is released (so
+    /// nothing writes it afterwards, whatever the other ranks do).
     pub fn into_vec(mut self) -> Result<Vec<T>> {
         let copy = if self.mem.owns_vec::<T>() {
             None
@@ -204,7 +213,12 @@ impl<'a, T: Element> Window<'a, T> {
         if let Some(v) = copy {
             return Ok(v);
         }
-        let mem = std::mem::replace(&mut self.mem, Memory::from_vec::<u8>(Vec::new()));
+        let mem = std::mem::replace(&mut self.mem, Arc::new(Memory::from_vec::<u8>(Vec::new())));
+        // `free` dropped the registration and the exposed entry: the window
+        // holds the memory alone (else it stays with its other holder).
+        let mem = Arc::try_unwrap(mem).map_err(|_| {
+            Error::InvalidArgument(format!("window {}: memory still exposed", self.id))
+        })?;
         mem.into_vec::<T>().ok_or_else(|| {
             Error::InvalidArgument(format!("window {}: memory is not a Vec<{}>", self.id, T::NAME))
         })
@@ -215,13 +229,16 @@ impl<'a, T: Element> Window<'a, T> {
     /// the accumulate-path bits (0–7) decided here.
     fn build(
         world: &'a World,
-        mem: Memory<'a>,
+        mem: Memory<'static>,
         len: usize,
         kind: u64,
         info: &WindowInfo,
     ) -> Result<Self> {
         let id = world.next_window_id();
         let ctrl = world.control_memory();
+        // Shared with the registration and the exposed-memory table, which
+        // keep it alive for as long as they may write it.
+        let mem = Arc::new(mem);
         // This rank's part; a failure still takes part in the creation's
         // allreduce (so every rank returns an error instead of hanging).
         let local = Self::prepare_local(world, &mem, id, kind, info).and_then(|l| {

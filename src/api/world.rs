@@ -152,6 +152,7 @@ impl World {
         let lock_table = Arc::new(crate::protocols::soft_lock::queue::LockTable::default());
         let lock_handler = Arc::new(crate::protocols::soft_lock::target::LockHandler::new(
             lock_table.clone(),
+            exposed.clone(),
         ));
         am.register(am::kind::LOCK, lock_handler.clone())?;
         let ops = Arc::new(crate::protocols::aggregation::Shared::new(config.ops));

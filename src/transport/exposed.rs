@@ -1,16 +1,27 @@
-//! Window memory exposed to active-message handlers: the target side of
-//! the software accumulate path finds a window's memory here by window id.
+//! The one registry of window memory exposed to message handlers: the
+//! target side of software accumulates, batched puts (`protocols::
+//! aggregation`) and operations carried by lock messages (`protocols::
+//! soft_lock`) find a window's memory here by window id. No other table
+//! holds window memory.
 //!
 //! Invariants:
-//! * An entry is a non-owning view of a window's memory. It is inserted by
-//!   [`ExposedTable::expose`] and removed when the returned [`ExposedEntry`] is
-//!   dropped; like a [`super::Registration`], the window drops its
-//!   `ExposedEntry` before its memory (explicitly in `free`, and by field order
-//!   on drop), so no view outlives the memory.
-//! * Handlers use an entry only inside [`ExposedTable::with`], under the
-//!   table's read lock; removal takes the write lock, so it waits until no
-//!   handler is using any entry. A message for a window that is gone finds
-//!   no entry and is refused.
+//! * An entry *co-owns* the window's memory (an `Arc`), so the memory
+//!   cannot be freed while it is exposed: a window that is leaked
+//!   (`std::mem::forget`), or an [`ExposedEntry`] that is, leaks the memory
+//!   instead of letting handlers write memory the program has reused. The
+//!   entry is inserted by [`ExposedTable::expose`] and removed when the
+//!   returned [`ExposedEntry`] is dropped (by the window's `free` or drop).
+//! * Handlers use an entry only inside [`ExposedTable::with`] (or
+//!   [`ExposedTable::with_memory`]), under the table's read lock; removal
+//!   takes the write lock, so it waits until no handler is using any
+//!   entry. A message for a window that is gone finds no entry and is
+//!   refused.
+//! * Exposed memory is written by peers (the provider, their mapping of a
+//!   node-shared segment) and by handlers on the progress agent while the
+//!   owner's threads read and write it: every access goes through
+//!   [`Memory::read`]/[`Memory::write`] (relaxed atomic loads and stores per
+//!   aligned word) or `cpu_atomic` (the CPU's atomic read-modify-writes),
+//!   never through references or plain copies (see `transport::memory`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -19,7 +30,7 @@ use super::{Datatype, Memory};
 use crate::error::{Error, Result};
 
 struct Entry {
-    mem: Memory<'static>,
+    mem: Arc<Memory<'static>>,
     datatype: Datatype,
     policy: u64,
 }
@@ -48,12 +59,16 @@ impl ExposedTable {
         self.map.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Exposes `mem` as window `id` holding elements of `datatype`
-    /// ; `policy` is a word the handler interprets.
+    /// Exposes `mem` as window `id` holding elements of `datatype`;
+    /// `policy` is a word the handler interprets. The table keeps `mem`
+    /// alive until the returned entry is dropped.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when window `id` is exposed already.
     pub fn expose(
         self: &Arc<Self>,
         id: u64,
-        mem: &Memory<'_>,
+        mem: &Arc<Memory<'static>>,
         datatype: Datatype,
         policy: u64,
     ) -> Result<ExposedEntry> {
@@ -66,7 +81,7 @@ impl ExposedTable {
         map.insert(
             id,
             Entry {
-                mem: mem.alias(),
+                mem: mem.clone(),
                 datatype,
                 policy,
             },
@@ -82,6 +97,13 @@ impl ExposedTable {
         let map = self.read();
         let e = map.get(&id)?;
         Some(f(&e.mem, e.datatype, e.policy))
+    }
+
+    /// Runs `f` on window `id`'s memory (`None` when it is not exposed,
+    /// e.g. a dynamic window), under the table's read lock.
+    pub fn with_memory<R>(&self, id: u64, f: impl FnOnce(Option<&Memory<'static>>) -> R) -> R {
+        let map = self.read();
+        f(map.get(&id).map(|e| &*e.mem))
     }
 
     /// Number of exposed windows.

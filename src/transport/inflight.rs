@@ -7,9 +7,14 @@
 //! dropped while operations are still pending is leaked rather than freed
 //! under the NIC's feet.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::completion::Completion;
+
+/// `claims` once the buffer was given back or freed: no part may be
+/// counted or delivered any more.
+const CLOSED: u64 = u64::MAX;
 
 /// An erased pointer/length pair into a buffer kept alive by an [`InFlight`].
 pub struct InFlight {
@@ -18,6 +23,9 @@ pub struct InFlight {
     done: Arc<Completion>,
     group: Option<Arc<Completion>>,
     keep: Option<Box<dyn std::any::Any + Send>>,
+    // Parts counted by this buffer's sinks and not yet delivered or failed
+    // (`CLOSED` once the buffer is given back or freed); see [`Sink`].
+    claims: Arc<AtomicU64>,
 }
 
 // SAFETY: the pointed-to buffer is owned by `keep` (a Send value) and only
@@ -43,6 +51,19 @@ impl InFlight {
             done: Arc::new(Completion::new()),
             group,
             keep: Some(boxed),
+            claims: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Closes the buffer to its sinks if no sink part is outstanding:
+    /// afterwards a stale sink neither counts nor writes.
+    fn close(&self) -> bool {
+        match self
+            .claims
+            .compare_exchange(0, CLOSED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(v) => v == CLOSED,
         }
     }
     /// Byte length.
@@ -67,7 +88,7 @@ impl InFlight {
     }
     /// Gives the buffer back once nothing is pending; otherwise returns self.
     pub fn into_inner<B: 'static>(mut self) -> Result<B, InFlight> {
-        if self.done.pending() != 0 {
+        if self.done.pending() != 0 || !self.close() {
             return Err(self);
         }
         match self.keep.take().map(|k| k.downcast::<B>()) {
@@ -83,7 +104,7 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.done.pending() != 0 {
+        if self.done.pending() != 0 || !self.close() {
             if let Some(k) = self.keep.take() {
                 tracing::warn!(
                     "a request buffer was dropped with {} operations pending; leaking it",
@@ -106,12 +127,21 @@ impl Drop for InFlight {
 /// delivery writes *before* counting its part done. Parts deliver into
 /// disjoint ranges (the caller's segments), so deliveries running at the
 /// same time on two threads never touch the same bytes.
+///
+/// The invariant is enforced, not only assumed, for sinks of a buffer:
+/// `add` takes a claim, `deliver`/`fail` must consume one before touching
+/// anything (an extra delivery finds none and is ignored), and the buffer
+/// is given back or freed only after it closed the claims at zero (a sink
+/// kept after that counts and writes nothing). So safe code holding a
+/// sink cannot write a buffer that was handed back.
 #[derive(Clone)]
 pub struct Sink {
     ptr: *mut u8,
     len: usize,
     done: Arc<Completion>,
     group: Option<Arc<Completion>>,
+    // The buffer's claims (`None` for a counter).
+    claims: Option<Arc<AtomicU64>>,
 }
 
 // SAFETY: the pointer is only written through `deliver`, within bounds and
@@ -128,7 +158,24 @@ impl Sink {
             len: 0,
             done,
             group: None,
+            claims: None,
         }
+    }
+
+    /// Takes one outstanding part's claim (always true for a counter).
+    fn claim(&self) -> bool {
+        let Some(c) = &self.claims else {
+            return true;
+        };
+        let took = c
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                (v != 0 && v != CLOSED).then(|| v - 1)
+            })
+            .is_ok();
+        if !took {
+            tracing::warn!("a reply for a part not outstanding (or a buffer given back) is ignored");
+        }
+        took
     }
 
     /// Whether parts deliver data (else they only count).
@@ -136,8 +183,18 @@ impl Sink {
         !self.ptr.is_null()
     }
 
-    /// Counts one more part.
+    /// Counts one more part (nothing, once the buffer was given back).
     pub fn add(&self) {
+        if let Some(c) = &self.claims {
+            let open = c
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                    (v != CLOSED).then(|| v + 1)
+                })
+                .is_ok();
+            if !open {
+                return;
+            }
+        }
         if let Some(g) = &self.group {
             g.add();
         }
@@ -147,6 +204,9 @@ impl Sink {
     /// Copies `bytes` to byte `at` of the buffer and counts the part done
     /// (failed, when the range is outside the buffer).
     pub fn deliver(&self, at: usize, bytes: &[u8]) {
+        if !self.claim() {
+            return;
+        }
         match at.checked_add(bytes.len()) {
             Some(end) if end <= self.len => {
                 if !bytes.is_empty() {
@@ -161,7 +221,7 @@ impl Sink {
                 }
                 self.done.done();
             }
-            _ => self.fail(format!(
+            _ => self.count_failed(format!(
                 "a reply of {} bytes at byte {at} does not fit the {}-byte result",
                 bytes.len(),
                 self.len
@@ -171,6 +231,12 @@ impl Sink {
 
     /// Counts the part failed with `message`.
     pub fn fail(&self, message: String) {
+        if self.claim() {
+            self.count_failed(message);
+        }
+    }
+
+    fn count_failed(&self, message: String) {
         if let Some(g) = &self.group {
             g.failed(message.clone());
         }
@@ -186,6 +252,41 @@ impl InFlight {
             len: self.len,
             done: self.done.clone(),
             group: self.group.clone(),
+            claims: Some(self.claims.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sink_never_writes_a_buffer_given_back() {
+        let f = InFlight::new::<u8, Vec<u8>>(vec![0u8; 8], None);
+        let s = f.sink();
+        s.add();
+        // Outstanding part: the buffer is not given back.
+        let f = f.into_inner::<Vec<u8>>().expect_err("a part is pending");
+        s.deliver(0, &[7; 4]);
+        // A second delivery of the same part finds no claim: ignored.
+        s.deliver(4, &[9; 4]);
+        assert_eq!(f.completion().pending(), 0);
+        let v = f.into_inner::<Vec<u8>>().ok().expect("nothing pending");
+        assert_eq!(v, [7, 7, 7, 7, 0, 0, 0, 0]);
+        // The buffer is back: a stale sink neither counts nor writes.
+        s.add();
+        s.deliver(0, &[1; 8]);
+        s.fail("late".into());
+        assert_eq!(v, [7, 7, 7, 7, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_failed_part_releases_its_claim() {
+        let f = InFlight::new::<u8, Vec<u8>>(vec![0u8; 4], None);
+        let s = f.sink();
+        s.add();
+        s.fail("refused".into());
+        assert!(f.into_inner::<Vec<u8>>().is_ok());
     }
 }

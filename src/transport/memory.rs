@@ -113,14 +113,21 @@ impl<'a> Memory<'a> {
         }
     }
 
-    /// A non-owning view of the same bytes, for the table of memory exposed
-    /// to message handlers (`transport::exposed`, `protocols::soft_lock::queue`),
-    /// which guarantee that the view is dropped before this memory (see
-    /// `Exposure`, `LockEntry`).
-    pub(crate) fn alias(&self) -> Memory<'static> {
+    /// Wraps user memory with no lifetime attached, for
+    /// `Window::create_borrowed` (whose caller promises what the borrow
+    /// checker cannot see).
+    ///
+    /// # Safety
+    /// `mem` must stay valid, and must not be accessed through Rust
+    /// references, until the returned value (and every `Arc` holding it:
+    /// the window, its registration, the exposed-memory table) is dropped.
+    pub(crate) unsafe fn borrow_unbounded<T: bytemuck::Pod>(mem: &mut [T]) -> Memory<'static> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(mem);
+        let len = bytes.len();
+        let ptr = NonNull::new(bytes.as_mut_ptr()).unwrap_or(NonNull::dangling());
         Memory {
-            ptr: self.ptr,
-            len: self.len,
+            ptr,
+            len,
             owner: Owner::User,
             _borrow: PhantomData,
         }
@@ -339,12 +346,20 @@ unsafe fn atomic_load_bytes(src: *const u8, out: &mut [u8]) {
         out[i] = unsafe { (*src.add(i).cast::<AtomicU8>()).load(Ordering::Relaxed) };
         i += 1;
     }
-    while i + 8 <= n {
-        // SAFETY: in bounds, and 8-aligned since `head` aligned `src + i`.
-        let w = unsafe { (*src.add(i).cast::<AtomicU64>()).load(Ordering::Relaxed) };
-        out[i..i + 8].copy_from_slice(&w.to_ne_bytes());
-        i += 8;
+    let words = (n - head) / 8;
+    // SAFETY: with `words > 0`, `head` (the distance to 8-byte alignment)
+    // is below `n`, so the `words` 8-byte words from `src + head` are in
+    // bounds (caller) and 8-aligned; a shared slice of atomics may alias
+    // memory others write atomically.
+    let atoms: &[AtomicU64] = match words {
+        0 => &[],
+        // SAFETY: see above.
+        _ => unsafe { std::slice::from_raw_parts(src.add(head).cast::<AtomicU64>(), words) },
+    };
+    for (a, o) in atoms.iter().zip(out[head..].chunks_exact_mut(8)) {
+        o.copy_from_slice(&a.load(Ordering::Relaxed).to_ne_bytes());
     }
+    i += words * 8;
     while i < n {
         // SAFETY: in bounds (caller).
         out[i] = unsafe { (*src.add(i).cast::<AtomicU8>()).load(Ordering::Relaxed) };
@@ -376,15 +391,19 @@ unsafe fn atomic_store_bytes(dst: *mut u8, data: &[u8]) {
         unsafe { (*dst.add(i).cast::<AtomicU8>()).store(data[i], Ordering::Relaxed) };
         i += 1;
     }
-    while i + 8 <= n {
+    let words = (n - head) / 8;
+    // SAFETY: as in `atomic_load_bytes`: in bounds, 8-aligned, atomics only.
+    let atoms: &[AtomicU64] = match words {
+        0 => &[],
+        // SAFETY: see above.
+        _ => unsafe { std::slice::from_raw_parts(dst.add(head).cast::<AtomicU64>(), words) },
+    };
+    for (a, d) in atoms.iter().zip(data[head..].chunks_exact(8)) {
         let mut w = [0u8; 8];
-        w.copy_from_slice(&data[i..i + 8]);
-        // SAFETY: in bounds, and 8-aligned since `head` aligned `dst + i`.
-        unsafe {
-            (*dst.add(i).cast::<AtomicU64>()).store(u64::from_ne_bytes(w), Ordering::Relaxed)
-        };
-        i += 8;
+        w.copy_from_slice(d);
+        a.store(u64::from_ne_bytes(w), Ordering::Relaxed);
     }
+    i += words * 8;
     while i < n {
         // SAFETY: in bounds (caller).
         unsafe { (*dst.add(i).cast::<AtomicU8>()).store(data[i], Ordering::Relaxed) };

@@ -58,12 +58,19 @@ pub struct RemoteAddr {
 }
 
 /// A registered memory region; dropping it deregisters.
+///
+/// A registration made for a window holds the window's memory
+/// ([`Registration::holding`]), so the memory outlives the registration
+/// even if the registration is leaked: peers can never write through a
+/// registration into memory the program has freed.
 pub struct Registration {
     /// Key peers use to access the region.
     pub key: u64,
     /// Base address peers use (the virtual address, or 0 for offset addressing).
     pub base: u64,
+    // Field order: deregister (`_handle`) before letting go of the memory.
     _handle: Box<dyn Any + Send + Sync>,
+    _memory: Option<std::sync::Arc<Memory<'static>>>,
 }
 
 impl Registration {
@@ -73,7 +80,15 @@ impl Registration {
             key,
             base,
             _handle: handle,
+            _memory: None,
         }
+    }
+
+    /// Keeps `mem` (the registered memory) alive as long as this
+    /// registration.
+    pub fn holding(mut self, mem: std::sync::Arc<Memory<'static>>) -> Self {
+        self._memory = Some(mem);
+        self
     }
 }
 

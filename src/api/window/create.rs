@@ -9,6 +9,7 @@ use crate::meta::directory::{self, Descriptor, FLAG_DYNAMIC};
 use crate::meta::uniform;
 use crate::transport::exposed::ExposedEntry;
 use crate::transport::{Memory, Registration};
+use std::sync::Arc;
 
 /// This rank's part of a window, before the creation's allreduce.
 pub(super) struct Prepared<T: Element> {
@@ -37,7 +38,7 @@ impl<'a, T: Element> Window<'a, T> {
     /// software-accumulate exposure, and whether the key is the window's.
     pub(super) fn prepare_local(
         world: &'a World,
-        mem: &Memory<'a>,
+        mem: &Arc<Memory<'static>>,
         id: u64,
         kind: u64,
         info: &WindowInfo,
@@ -66,7 +67,9 @@ impl<'a, T: Element> Window<'a, T> {
                 ))
             })?;
         let key = uniform::window_key(id);
-        let reg = world.transport().register_keyed(mem, key)?;
+        // The registration co-owns the memory: a leaked registration leaks
+        // the memory rather than leaving it registered after it is freed.
+        let reg = world.transport().register_keyed(mem, key)?.holding(mem.clone());
         let keyed = reg.key == key && reg.base == 0;
         let (node_flags, aux) = direct::window_flags(world, mem);
         let soft_locks = lock::software_locks(world);
@@ -82,12 +85,7 @@ impl<'a, T: Element> Window<'a, T> {
         };
         // Open for lock messages before peers can see the window.
         let soft_lock = if soft_locks {
-            Some(lock::open_soft_lock::<T>(
-                world,
-                &desc,
-                mem,
-                paths.software,
-            )?)
+            Some(lock::open_soft_lock::<T>(world, &desc, paths.software)?)
         } else {
             None
         };
@@ -128,7 +126,7 @@ impl<'a, T: Element> Window<'a, T> {
     /// every rank returns an error instead of waiting for this one.
     pub(super) fn build_from(
         world: &'a World,
-        mem: Result<Memory<'a>>,
+        mem: Result<Memory<'static>>,
         len: usize,
         kind: u64,
         info: &WindowInfo,

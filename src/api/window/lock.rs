@@ -26,9 +26,8 @@ use crate::api::world::World;
 use crate::config::LockMode;
 use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
-use crate::meta::directory::{self, Descriptor, FLAG_DYNAMIC};
+use crate::meta::directory::{self, Descriptor};
 use crate::meta::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
-use crate::transport::Memory;
 use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
 
 use super::soft_lock::SoftLock;
@@ -45,14 +44,14 @@ pub(crate) fn lock_flags(software: bool) -> u64 {
     }
 }
 
-/// Opens a new window (descriptor `d` over `mem`) for lock messages.
+/// Opens a new window (descriptor `d`) for lock messages (operations they
+/// carry land in the window's memory as `transport::exposed` holds it).
 /// `software_ops`: the accumulate operations on its software path (those a
 /// lock-op-unlock message may carry, with every one when the window runs
 /// accumulates by CPU atomics).
 pub(super) fn open_soft_lock<T: Element>(
     world: &World,
     d: &Descriptor,
-    mem: &Memory<'_>,
     software_ops: u64,
 ) -> Result<SoftLock<T>> {
     let cpu_ops = if d.flags & FLAG_CPU_ATOMICS != 0 {
@@ -60,11 +59,9 @@ pub(super) fn open_soft_lock<T: Element>(
     } else {
         software_ops
     };
-    let memory = (d.flags & FLAG_DYNAMIC == 0).then_some(mem);
-    let exposure =
-        world
-            .lock_table
-            .expose(d.id, world.config.lock_queue, memory, T::DATATYPE, cpu_ops)?;
+    let exposure = world
+        .lock_table
+        .expose(d.id, world.config.lock_queue, T::DATATYPE, cpu_ops)?;
     // Peers may load/store node-shared memory directly: lock eagerly.
     Ok(SoftLock::new(exposure, d.flags & FLAG_SHARED != 0))
 }

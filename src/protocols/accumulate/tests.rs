@@ -74,7 +74,7 @@ fn round_trip_and_rejects() {
 }
 
 fn table_with(
-    mem: &Memory<'_>,
+    mem: &Arc<Memory<'static>>,
     software: u64,
 ) -> (Arc<ExposedTable>, crate::transport::exposed::ExposedEntry) {
     let t = Arc::new(ExposedTable::default());
@@ -84,7 +84,7 @@ fn table_with(
 
 #[test]
 fn handler_applies_and_refuses_without_touching_memory() {
-    let mem = Memory::allocate(32).unwrap();
+    let mem = Arc::new(Memory::allocate(32).unwrap());
     let (table, exposure) = table_with(&mem, u64::MAX);
     let h = AccumulateHandler {
         table: table.clone(),
@@ -143,7 +143,7 @@ proptest! {
 
     #[test]
     fn handler_never_writes_outside(offset in 0u64..80, count in 1u32..12, fetch: bool) {
-        let mem = Memory::allocate(48).unwrap();
+        let mem = Arc::new(Memory::allocate(48).unwrap());
         let (table, _e) = table_with(&mem, u64::MAX);
         let h = AccumulateHandler { table };
         let data = vec![1u8; count as usize * 8];

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::epoch::LockType;
 use crate::error::{Error, Result};
-use crate::transport::{Datatype, Memory};
+use crate::transport::Datatype;
 
 /// One request in the ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,12 +188,12 @@ impl LockQueue {
 }
 
 /// One window open for software locks: its queue and, for the single
-/// lock-op-unlock message, its memory and accumulate policy.
+/// lock-op-unlock message, its accumulate policy (the memory the operation
+/// lands in is the window's entry in `transport::exposed`, the one registry
+/// of exposed memory).
 pub struct Entry {
     /// The lock state.
     pub queue: Mutex<LockQueue>,
-    /// Window memory (`None` for dynamic windows: no operation in messages).
-    pub mem: Option<Memory<'static>>,
     /// Type of the elements.
     pub datatype: Datatype,
     /// Accumulate operations (bit `op_bit`) that may be applied by this
@@ -201,10 +201,9 @@ pub struct Entry {
     pub cpu_ops: u64,
 }
 
-/// Window id → lock entry. Same invariants as `transport::exposed`: an
-/// entry's memory is a non-owning view removed (under the write lock)
-/// before the window's memory goes away; handlers use it only inside
-/// [`LockTable::with`].
+/// Window id → lock entry. Same discipline as `transport::exposed`: the
+/// entry is removed (under the write lock) when its [`LockEntry`] drops;
+/// handlers use it only inside [`LockTable::with`]. It holds no memory.
 #[derive(Default)]
 pub struct LockTable {
     map: RwLock<HashMap<u64, Entry>>,
@@ -229,7 +228,6 @@ impl LockTable {
         self: &Arc<Self>,
         id: u64,
         capacity: usize,
-        mem: Option<&Memory<'_>>,
         datatype: Datatype,
         cpu_ops: u64,
     ) -> Result<LockEntry> {
@@ -243,7 +241,6 @@ impl LockTable {
             id,
             Entry {
                 queue: Mutex::new(LockQueue::new(capacity)),
-                mem: mem.map(Memory::alias),
                 datatype,
                 cpu_ops,
             },

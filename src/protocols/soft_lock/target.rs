@@ -8,7 +8,8 @@ use super::queue::{Acquire, Entry, LockTable};
 use super::wire::{Carried, LockMsg, Status, SubOp, REPLY_BYTES};
 use crate::protocols::accumulate::op_bit;
 use crate::transport::am::Handler;
-use crate::transport::{cpu_atomic, Atomic, AtomicOp};
+use crate::transport::exposed::ExposedTable;
+use crate::transport::{cpu_atomic, Atomic, AtomicOp, Memory};
 
 /// Counters of the target side (`World::stats().locks`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -28,6 +29,9 @@ pub struct LockStats {
 pub struct LockHandler {
     /// Windows on the software lock path.
     pub table: Arc<LockTable>,
+    /// Where operations carried by lock messages land (the window memory
+    /// exposed to handlers; none for dynamic windows).
+    exposed: Arc<ExposedTable>,
     granted: AtomicU64,
     queued: AtomicU64,
     busy: AtomicU64,
@@ -35,10 +39,12 @@ pub struct LockHandler {
 }
 
 impl LockHandler {
-    /// A handler over `table`.
-    pub fn new(table: Arc<LockTable>) -> LockHandler {
+    /// A handler over `table`, applying carried operations to the memory
+    /// `exposed` holds.
+    pub fn new(table: Arc<LockTable>, exposed: Arc<ExposedTable>) -> LockHandler {
         LockHandler {
             table,
+            exposed,
             granted: AtomicU64::new(0),
             queued: AtomicU64::new(0),
             busy: AtomicU64::new(0),
@@ -60,15 +66,17 @@ impl LockHandler {
     /// oneself) calls this directly.
     pub fn serve(&self, from: usize, m: &LockMsg<'_>) -> Result<Status, String> {
         let id = m.window;
-        let done = self.table.with(id, |e| {
-            check_op(e, &m.op)?;
+        // Lock table, then exposed memory (nothing takes them the other way
+        // round; removal takes each write lock alone).
+        let done = self.table.with(id, |e| self.exposed.with_memory(id, |mem| {
+            check_op(e, mem, &m.op)?;
             let mut q = e.queue.lock().unwrap_or_else(|p| p.into_inner());
             let status = match m.sub {
                 SubOp::Acquire => match q.acquire(from, m.kind) {
                     Acquire::Granted => {
                         // Held: nobody else writes under an exclusive lock.
                         drop(q);
-                        let applied = apply(e, &m.op);
+                        let applied = apply(mem, &m.op);
                         self.granted.fetch_add(1, Ordering::Relaxed);
                         if m.release || applied.is_err() {
                             // A failed operation gives the lock back: the
@@ -105,13 +113,13 @@ impl LockHandler {
                 }
             };
             Ok(status)
-        });
+        }));
         done.unwrap_or_else(|| Err(format!("window {id} is not on the software lock path here")))
     }
 }
 
 /// Checks a carried operation against the window before anything changes.
-fn check_op(e: &Entry, op: &Carried<'_>) -> Result<(), String> {
+fn check_op(e: &Entry, mem: Option<&Memory<'_>>, op: &Carried<'_>) -> Result<(), String> {
     let (offset, len) = match *op {
         Carried::None => return Ok(()),
         Carried::Put { offset, data } => (offset, data.len()),
@@ -146,10 +154,7 @@ fn check_op(e: &Entry, op: &Carried<'_>) -> Result<(), String> {
             (offset, data.len())
         }
     };
-    let mem = e
-        .mem
-        .as_ref()
-        .ok_or("this window takes no operation in lock messages")?;
+    let mem = mem.ok_or("this window takes no operation in lock messages")?;
     match offset.checked_add(len as u64) {
         Some(end) if end <= mem.len() as u64 => Ok(()),
         _ => Err(format!(
@@ -160,8 +165,8 @@ fn check_op(e: &Entry, op: &Carried<'_>) -> Result<(), String> {
 }
 
 /// Applies a checked operation.
-fn apply(e: &Entry, op: &Carried<'_>) -> Result<(), String> {
-    let Some(mem) = e.mem.as_ref() else {
+fn apply(mem: Option<&Memory<'_>>, op: &Carried<'_>) -> Result<(), String> {
+    let Some(mem) = mem else {
         return Ok(());
     };
     let done = match *op {

@@ -47,12 +47,12 @@ fn round_trip_and_rejects() {
 #[test]
 fn checks_before_touching_memory() {
     let table = Arc::new(LockTable::default());
-    let mem = crate::transport::Memory::allocate(64).unwrap();
+    let mem = Arc::new(crate::transport::Memory::allocate(64).unwrap());
+    let exposed = Arc::new(crate::transport::exposed::ExposedTable::default());
+    let _m = exposed.expose(5, &mem, Datatype::U64, 0).unwrap();
     let sum_bit = 1u64 << op_bit(AtomicOp::Sum);
-    let _x = table
-        .expose(5, 4, Some(&mem), Datatype::U64, sum_bit)
-        .unwrap();
-    let h = LockHandler::new(table.clone());
+    let _x = table.expose(5, 4, Datatype::U64, sum_bit).unwrap();
+    let h = LockHandler::new(table.clone(), exposed);
     let acquire = |op| LockMsg {
         sub: SubOp::Acquire,
         kind: LockType::Exclusive,
