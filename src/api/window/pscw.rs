@@ -25,8 +25,7 @@ use crate::epoch::pscw::normalize;
 use crate::epoch::Assert;
 use crate::error::{Error, Result};
 use crate::meta::directory;
-use crate::protocols::pscw::target;
-use crate::transport::am::kind as am_kind;
+use crate::protocols::pscw;
 use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
 
 /// How long a PSCW wait only yields the core between progress calls before
@@ -76,28 +75,14 @@ impl<T: Element> Window<'_, T> {
         drop(state);
         // Local stores before the post are visible to the origins' accesses.
         std::sync::atomic::fence(Ordering::SeqCst);
-        let me = self.world.rank();
-        let note = target::encode(self.id);
-        for o in origins {
-            let sent = if o == me {
-                self.world
-                    .posts
-                    .arrive(self.id, me)
-                    .map_err(Error::InvalidArgument)
-            } else {
-                self.world
-                    .am
-                    .send(self.world.transport(), o, am_kind::PSCW, &note)
-            };
-            // The exposure epoch is open; an origin that was not told
-            // cannot complete, so the caller must know.
-            sent.map_err(|e| {
-                Error::InvalidArgument(format!(
-                    "window {}: post: notifying rank {o} failed ({e}); the exposure epoch is open",
-                    self.id
-                ))
-            })?;
+        pscw::Origin {
+            transport: self.world.transport(),
+            am: &self.world.am,
+            posts: &self.world.posts,
+            me: self.world.rank(),
+            window: self.id,
         }
+        .notify(&origins)?;
         Ok(())
     }
 

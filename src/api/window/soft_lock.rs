@@ -1,6 +1,7 @@
-//! The origin side of the software lock path (`ONESIDED_LOCK`, decided per
-//! window): lock requests are active messages of kind `LOCK` served by the
-//! target's lock queue (`protocols::soft_lock::queue`, `protocols::soft_lock::wire`).
+//! The lock epoch of the software lock path (`ONESIDED_LOCK`, decided per
+//! window): lazy locks, stashes and their order. The requests themselves
+//! (acquire, poll, cancel, release: active messages of kind `LOCK` served
+//! by the target's lock queue) are `protocols::soft_lock::origin`.
 //!
 //! * **Lazy locks** (as MPICH): `lock` of a remote target sends nothing
 //!   and records the target as *pending*. The first operation acquires —
@@ -26,7 +27,7 @@
 //!   before its barrier) waits for it and reports a refusal.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::Window;
 use crate::api::element::Element;
@@ -34,9 +35,8 @@ use crate::api::op::AnyOp;
 use crate::epoch::LockType;
 use crate::error::{Error, Result};
 use crate::protocols::soft_lock::queue::LockEntry;
-use crate::protocols::soft_lock::wire::{Carried, LockMsg, Status, SubOp, MAX_OP_BYTES};
-use crate::transport::am::kind;
-use crate::transport::Completion;
+use crate::protocols::soft_lock::wire::{Carried, MAX_OP_BYTES};
+use crate::protocols::soft_lock::Origin;
 
 /// An operation held back until the lock is acquired.
 enum Stash<T> {
@@ -112,49 +112,19 @@ impl<T: Element> Window<'_, T> {
             .map_err(|_| Error::InvalidArgument(format!("window {}: lock list poisoned", self.id)))
     }
 
-    /// One lock request to `rank` and its reply (served here for ourselves).
-    fn lock_rpc(&self, rank: usize, m: &LockMsg<'_>) -> Result<Status> {
-        let refused = |why: String| Error::Protocol {
-            peer: format!("rank {rank}"),
-            message: format!("window {}: lock request refused: {why}", self.id),
-        };
-        if rank == self.world.rank() {
-            return self.world.lock_handler.serve(rank, m).map_err(refused);
-        }
-        let slot: Arc<Mutex<Option<std::result::Result<Status, String>>>> = Arc::default();
-        let done = Arc::new(Completion::new());
-        done.add();
-        let (s, d) = (slot.clone(), done.clone());
-        self.world.am.request(
-            self.world.transport(),
-            rank,
-            kind::LOCK,
-            &m.encode(),
-            Box::new(move |reply| {
-                let r = reply.and_then(Status::decode);
-                if let Ok(mut g) = s.lock() {
-                    *g = Some(r);
-                }
-                d.done();
-            }),
-        )?;
-        let id = self.id;
-        self.world.transport().wait(&done, &|| {
-            format!("lock request to rank {rank} (window {id})")
-        })?;
-        let got = slot.lock().ok().and_then(|mut g| g.take());
-        match got {
-            Some(Ok(s)) => Ok(s),
-            Some(Err(why)) => Err(refused(why)),
-            None => Err(refused("no reply recorded".into())),
+    /// The lock protocol's view of this window.
+    fn lock_origin(&self) -> Origin<'_> {
+        Origin {
+            transport: self.world.transport(),
+            am: &self.world.am,
+            queue: &self.world.lock_handler,
+            me: self.world.rank(),
+            window: self.id,
         }
     }
 
-    /// Takes `kind` on `rank` through its queue, carrying `op` (applied by
-    /// the target when it grants) and, with `release`, giving the lock back
-    /// right after it. Returns whether `op` was applied there: false when
-    /// the request was queued, in which case the lock is held and `op` is
-    /// still to do.
+    /// Takes `kind` on `rank` through its queue (see [`Origin::take`]),
+    /// pausing with the window's backoff between retries and polls.
     fn soft_take(
         &self,
         rank: usize,
@@ -166,53 +136,8 @@ impl<T: Element> Window<'_, T> {
         let what = move || format!("waiting for a {kind:?} lock of rank {rank} (window {id})");
         let mut wait = self.backoff(&what);
         let t = self.world.transport();
-        let acquire = LockMsg {
-            sub: SubOp::Acquire,
-            kind,
-            release,
-            window: id,
-            ticket: 0,
-            op,
-        };
-        let ticket = loop {
-            match self.lock_rpc(rank, &acquire)? {
-                Status::Granted => return Ok(true),
-                Status::Queued(ticket) => break ticket,
-                Status::Busy => wait.pause(|| t.progress())?,
-                Status::Done => return Err(self.odd_reply(rank)),
-            }
-        };
-        let poll = LockMsg {
-            sub: SubOp::Poll,
-            op: Carried::None,
-            release: false,
-            ticket,
-            ..acquire
-        };
-        loop {
-            let paused = wait.pause(|| t.progress());
-            if let Err(e) = paused {
-                // Withdraw (best effort: a granted lock is given back).
-                let cancel = LockMsg {
-                    sub: SubOp::Cancel,
-                    ..poll
-                };
-                let _ = self.lock_rpc(rank, &cancel);
-                return Err(e);
-            }
-            match self.lock_rpc(rank, &poll)? {
-                Status::Granted => return Ok(false),
-                Status::Queued(_) => {}
-                _ => return Err(self.odd_reply(rank)),
-            }
-        }
-    }
-
-    fn odd_reply(&self, rank: usize) -> Error {
-        Error::Protocol {
-            peer: format!("rank {rank}"),
-            message: format!("window {}: unexpected lock reply", self.id),
-        }
+        let mut pause = || wait.pause(|| t.progress());
+        self.lock_origin().take(rank, kind, op, release, &mut pause)
     }
 
     /// Blocking acquire of `kind` on `rank` (lock_all's shared locks,
@@ -224,36 +149,7 @@ impl<T: Element> Window<'_, T> {
     /// Gives back `kind` on `rank` without waiting for the reply (counted
     /// on the window's tracker).
     pub(super) fn soft_release(&self, rank: usize, kind: LockType) -> Result<()> {
-        let m = LockMsg {
-            sub: SubOp::Release,
-            kind,
-            release: false,
-            window: self.id,
-            ticket: 0,
-            op: Carried::None,
-        };
-        if rank == self.world.rank() {
-            return self.lock_rpc(rank, &m).map(|_| ());
-        }
-        let out = self.outstanding.clone();
-        out.add();
-        let tracker = out.clone();
-        let id = self.id;
-        let sent = self.world.am.request(
-            self.world.transport(),
-            rank,
-            kind::LOCK,
-            &m.encode(),
-            Box::new(move |reply| match reply.and_then(Status::decode) {
-                Ok(Status::Done) => tracker.done(),
-                Ok(s) => tracker.failed(format!("window {id}: release answered {s:?}")),
-                Err(why) => tracker.failed(format!("window {id}: release refused: {why}")),
-            }),
-        );
-        if sent.is_err() {
-            out.done();
-        }
-        sent
+        self.lock_origin().release(rank, kind, &self.outstanding)
     }
 
     /// `lock` on the software path: eager for ourselves and node-shared

@@ -1,35 +1,29 @@
-//! The origin side of the software accumulate path: an operation is cut
-//! into segments of at most `SEGMENT_BYTES` operand bytes, each sent as an
-//! active-message request (`protocols::accumulate`) that the target applies
-//! with CPU atomics and acknowledges, with the previous values when
-//! fetching. To oneself, the same CPU atomics run here, directly.
-//!
-//! Bounded buffering: a segment is copied into one message; at most
-//! `am::CREDITS` requests of this process are in flight, and `request`
-//! serves incoming messages while it waits for a credit. So an 8 MiB
-//! accumulate needs 32 × 4 KiB in flight, not 8 MiB.
-//!
-//! Completion: every segment is counted on a [`Sink`] before it is sent and
-//! counted done by its reply. Updates count on the window's tracker, so
-//! `flush`/`unlock`/`fence` (which wait for it) return only after the
-//! target acknowledged — and the target acknowledges after it applied the
-//! update. A refused segment (error reply) fails the tracker with the
-//! target's reason, reported by the next flush or wait.
+//! The software accumulate path from the window: builds the narrow context
+//! the protocol needs and calls down to [`crate::protocols::accumulate::Origin`],
+//! where segmenting, credits and completion are described.
 
 use super::Window;
 use crate::api::element::Element;
-use crate::error::{Error, Result};
-use crate::protocols::accumulate::{Request, SEGMENT_BYTES};
-use crate::transport::am::kind;
+use crate::error::Result;
+use crate::protocols::accumulate::Origin;
 use crate::transport::inflight::Sink;
-use crate::transport::{cpu_atomic, Atomic, AtomicOp, InFlight};
+use crate::transport::AtomicOp;
 
 impl<T: Element> Window<'_, T> {
-    /// Applies `op` to `count` elements at byte `off` of `rank`'s window
-    /// with `data` (`count` operands; ignored for `FI_ATOMIC_READ`; compare
-    /// then swap for `FI_CSWAP`). Segment `k`'s reply is delivered to
-    /// `sink` at its byte offset when the sink has a buffer (fetching),
-    /// else only counted. Returns once every segment was sent.
+    /// The software accumulate protocol's view of this window.
+    fn soft_origin(&self) -> Origin<'_, '_> {
+        Origin {
+            transport: self.world.transport(),
+            am: &self.world.am,
+            me: self.world.rank(),
+            window: self.id,
+            datatype: T::DATATYPE,
+            size: std::mem::size_of::<T>(),
+            mem: &self.mem,
+        }
+    }
+
+    /// Posts a software accumulate (see [`Origin::post`]).
     pub(super) fn soft_post(
         &self,
         rank: usize,
@@ -39,98 +33,10 @@ impl<T: Element> Window<'_, T> {
         count: usize,
         sink: &Sink,
     ) -> Result<()> {
-        let size = std::mem::size_of::<T>();
-        let fetch = sink.has_buffer();
-        let data: &[u8] = if op == AtomicOp::Read { &[] } else { data };
-        // Operand bytes per element: 0 (read), 2 × size (CSWAP) or size.
-        let per = data.len() / count.max(1);
-        let max = SEGMENT_BYTES / size;
-        let mut first = 0;
-        while first < count {
-            let n = max.min(count - first);
-            let operands = data.get(first * per..(first + n) * per).unwrap_or(&[]);
-            let at = off + first * size;
-            let result_at = first * size;
-            if rank == self.world.rank() {
-                sink.add();
-                let mut out = vec![0u8; if fetch { n * size } else { 0 }];
-                match self.apply_local(op, at, operands, n, fetch.then_some(&mut out[..])) {
-                    Ok(()) => sink.deliver(if fetch { result_at } else { 0 }, &out),
-                    Err(e) => {
-                        sink.fail(e.to_string());
-                        return Err(e);
-                    }
-                }
-            } else {
-                let payload = Request {
-                    window: self.id,
-                    offset: at as u64,
-                    op,
-                    datatype: T::DATATYPE,
-                    count: n as u32,
-                    fetch,
-                    data: operands,
-                }
-                .encode();
-                let s = sink.clone();
-                let want = if fetch { n * size } else { 0 };
-                let (id, me) = (self.id, self.world.rank());
-                sink.add();
-                let sent = self.world.am.request(
-                    self.world.transport(),
-                    rank,
-                    kind::ACCUMULATE,
-                    &payload,
-                    Box::new(move |reply| match reply {
-                        Ok(b) if b.len() == want => s.deliver(if fetch { result_at } else { 0 }, b),
-                        Ok(b) => s.fail(format!(
-                            "window {id}: rank {rank} answered a software accumulate with \
-                             {} bytes, {want} expected",
-                            b.len()
-                        )),
-                        Err(why) => s.fail(format!(
-                            "window {id}: software accumulate from rank {me} refused: {why}"
-                        )),
-                    }),
-                );
-                if let Err(e) = sent {
-                    sink.fail(e.to_string());
-                    return Err(e);
-                }
-            }
-            first += n;
-        }
-        Ok(())
+        self.soft_origin().post(rank, off, op, data, count, sink)
     }
 
-    /// One segment applied to our own window with the CPU atomics a
-    /// handler would run.
-    fn apply_local(
-        &self,
-        op: AtomicOp,
-        at: usize,
-        operands: &[u8],
-        n: usize,
-        fetched: Option<&mut [u8]>,
-    ) -> Result<()> {
-        if op == AtomicOp::Cswap {
-            let size = std::mem::size_of::<T>();
-            let old = fetched.ok_or_else(|| {
-                Error::InvalidArgument("compare-and-swap without a result".into())
-            })?;
-            let (cmp, swap) = operands.split_at(size.min(operands.len()));
-            return cpu_atomic::compare_swap(&self.mem, at, T::DATATYPE, cmp, swap, old);
-        }
-        let what = Atomic {
-            op,
-            datatype: T::DATATYPE,
-            count: n,
-        };
-        cpu_atomic::accumulate(&self.mem, at, what, operands, fetched)
-    }
-
-    /// A blocking fetching operation on the software path: the previous
-    /// values land in `result` (`count` elements).
+    /// A blocking fetching software accumulate (see [`Origin::fetch`]).
     pub(super) fn soft_fetch(
         &self,
         rank: usize,
@@ -140,21 +46,6 @@ impl<T: Element> Window<'_, T> {
         count: usize,
         result: &mut [u8],
     ) -> Result<()> {
-        let f = InFlight::new(vec![0u8; result.len()], None);
-        let posted = self.soft_post(rank, off, op, data, count, &f.sink());
-        // Wait even after a failed post: sent segments still deliver here.
-        let id = self.id;
-        let waited = self.world.transport().wait(f.completion(), &|| {
-            format!("software accumulate of {count} elements at rank {rank} (window {id})")
-        });
-        posted?;
-        waited?;
-        let buf: Vec<u8> = f.into_inner().map_err(|_| {
-            Error::InvalidArgument(format!(
-                "window {id}: software fetch buffer still in use after completion"
-            ))
-        })?;
-        result.copy_from_slice(&buf);
-        Ok(())
+        self.soft_origin().fetch(rank, off, op, data, count, result)
     }
 }

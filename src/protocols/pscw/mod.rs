@@ -1,5 +1,8 @@
 //! Post/start/complete/wait notifications: posts travel as one-way active
-//! messages counted per (window, origin) at the receiving side
-//! (`target.rs`).
+//! messages (`origin.rs`) counted per (window, origin) at the receiving
+//! side (`target.rs`).
 
+pub mod origin;
 pub mod target;
+
+pub use origin::Origin;
