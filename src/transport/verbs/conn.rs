@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use rdma_sys as ffi;
 
+pub use super::cq::{Cq, Wc};
 use super::device::{Choice, Context, BACKEND};
 use crate::error::{Error, Result};
 
@@ -25,7 +26,7 @@ pub(crate) fn rc_err(call: &'static str, ctx: impl Into<String>, rc: i32) -> Err
     )
 }
 
-fn os_err(call: &'static str, ctx: impl Into<String>) -> Error {
+pub(crate) fn os_err(call: &'static str, ctx: impl Into<String>) -> Error {
     let e = std::io::Error::last_os_error();
     Error::backend(BACKEND, call, ctx, e.raw_os_error().unwrap_or(0), e.to_string())
 }
@@ -74,92 +75,6 @@ impl Device {
             qpn,
             psn,
         }
-    }
-}
-
-/// A completion queue.
-pub struct Cq {
-    pub(crate) cq: *mut ffi::ibv_cq,
-    _dev: Arc<Device>,
-}
-
-// SAFETY: polling a CQ from several threads is allowed by libibverbs (it locks).
-unsafe impl Send for Cq {}
-// SAFETY: as above.
-unsafe impl Sync for Cq {}
-
-impl Drop for Cq {
-    fn drop(&mut self) {
-        // SAFETY: cq came from ibv_create_cq; queue pairs using it hold an Arc<Cq>.
-        unsafe { ffi::ibv_destroy_cq(self.cq) };
-    }
-}
-
-/// One completion.
-#[derive(Debug, Clone, Copy)]
-pub struct Wc {
-    /// The work request's id.
-    pub wr_id: u64,
-    /// `IBV_WC_SUCCESS` or an error status.
-    pub status: u32,
-    /// Bytes received (receives).
-    pub byte_len: u32,
-    /// The local queue pair.
-    pub qp_num: u32,
-}
-
-impl Wc {
-    /// The status as text.
-    pub fn status_text(&self) -> String {
-        // SAFETY: ibv_wc_status_str accepts any value and returns a static string.
-        let s = unsafe { std::ffi::CStr::from_ptr(ffi::ibv_wc_status_str(self.status)) };
-        s.to_string_lossy().into_owned()
-    }
-}
-
-impl Cq {
-    /// Creates a completion queue of `entries` (capped by the device's `max_cqe`).
-    ///
-    /// # Errors
-    /// `ibv_create_cq` failing.
-    pub fn new(dev: &Arc<Device>, entries: u32) -> Result<Arc<Cq>> {
-        let n = entries.min(dev.choice.device.max_cqe.max(1));
-        let n = i32::try_from(n).unwrap_or(i32::MAX);
-        // SAFETY: ctx is open; no channel or context.
-        let cq = unsafe {
-            ffi::ibv_create_cq(dev.ctx.ctx, n, std::ptr::null_mut(), std::ptr::null_mut(), 0)
-        };
-        if cq.is_null() {
-            return Err(os_err("ibv_create_cq", format!("{n} entries")));
-        }
-        Ok(Arc::new(Cq {
-            cq,
-            _dev: dev.clone(),
-        }))
-    }
-
-    /// Reads up to `max` completions.
-    ///
-    /// # Errors
-    /// `ibv_poll_cq` failing.
-    pub fn poll(&self, max: usize) -> Result<Vec<Wc>> {
-        // SAFETY: ibv_wc is plain data; zeroed entries are valid.
-        let mut wcs: Vec<ffi::ibv_wc> = vec![unsafe { std::mem::zeroed() }; max.max(1)];
-        let n = i32::try_from(wcs.len()).unwrap_or(i32::MAX);
-        // SAFETY: cq is valid; wcs has room for n entries.
-        let got = unsafe { ffi::ibv_poll_cq(self.cq, n, wcs.as_mut_ptr()) };
-        if got < 0 {
-            return Err(rc_err("ibv_poll_cq", "reading completions", -got));
-        }
-        Ok(wcs[..usize::try_from(got).unwrap_or(0)]
-            .iter()
-            .map(|w| Wc {
-                wr_id: w.wr_id,
-                status: w.status,
-                byte_len: w.byte_len,
-                qp_num: w.qp_num,
-            })
-            .collect())
     }
 }
 
@@ -342,6 +257,20 @@ impl RcQp {
     /// # Errors
     /// `ibv_create_qp` or `ibv_modify_qp` failing.
     pub fn new(dev: &Arc<Device>, cq: &Arc<Cq>, send_wr: u32, recv_wr: u32) -> Result<RcQp> {
+        Self::with_srq(dev, cq, None, send_wr, recv_wr)
+    }
+
+    /// As [`RcQp::new`]; receives come from `srq` when given.
+    ///
+    /// # Errors
+    /// `ibv_create_qp` or `ibv_modify_qp` failing.
+    pub fn with_srq(
+        dev: &Arc<Device>,
+        cq: &Arc<Cq>,
+        srq: Option<&super::msg::Srq>,
+        send_wr: u32,
+        recv_wr: u32,
+    ) -> Result<RcQp> {
         let d = &dev.choice.device;
         let mut created = None;
         for inline in [256u32, 128, 64, 0] {
@@ -356,7 +285,11 @@ impl RcQp {
             init.cap.max_send_sge = 1;
             init.cap.max_recv_sge = 1;
             init.cap.max_inline_data = inline;
-            // SAFETY: pd and cq are valid; init is initialised.
+            if let Some(srq) = srq {
+                init.srq = srq.srq;
+                init.cap.max_recv_wr = 0;
+            }
+            // SAFETY: pd and cq (and srq) are valid; init is initialised.
             let qp = unsafe { ffi::ibv_create_qp(dev.pd, &mut init) };
             if !qp.is_null() {
                 created = Some((qp, init.cap.max_inline_data));

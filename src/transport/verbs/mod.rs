@@ -11,7 +11,9 @@
 
 pub mod atomic;
 pub mod conn;
+pub mod cq;
 pub mod device;
+pub mod msg;
 pub mod rma;
 #[cfg(test)]
 mod tests;
