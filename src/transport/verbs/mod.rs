@@ -13,6 +13,7 @@ pub mod atomic;
 pub mod conn;
 pub mod cq;
 pub mod device;
+pub mod handshake;
 pub mod msg;
 pub mod rma;
 #[cfg(test)]

@@ -206,3 +206,104 @@ fn srq_messages_wake_the_completion_channel() {
     drop((a, b, omr));
     eprintln!("verbs srq: 2 messages received, completion channel woke");
 }
+
+#[test]
+fn handshake_over_ud_connects_rc_queue_pairs() {
+    use super::handshake::{Card, Hello, Ud};
+    if !have_device() {
+        return;
+    }
+    let dev = Device::open(choose_from_env().expect("a usable port")).expect("open device");
+    let cq = Cq::new(&dev, 256, false).expect("cq");
+    // Two "processes": initiator (rank 0) and target (rank 1).
+    let ud0 = Ud::new(&dev, &cq, 8).expect("ud 0");
+    let ud1 = Ud::new(&dev, &cq, 8).expect("ud 1");
+    let card = |ud: &Ud| {
+        Card::decode(
+            &Card {
+                gid: dev.choice.gid.gid,
+                lid: dev.choice.port.lid,
+                ud_qpn: ud.qpn,
+            }
+            .encode(),
+            0,
+        )
+        .unwrap()
+    };
+    let (card0, card1) = (card(&ud0), card(&ud1));
+    let next = |want_reply: bool, ud: &Ud| -> Hello {
+        let start = Instant::now();
+        loop {
+            for wc in cq.poll(8).unwrap() {
+                assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
+                let id = WrId::decode(wc.wr_id).unwrap();
+                if wc.opcode == rdma_sys::IBV_WC_RECV && wc.qp_num == ud.qpn {
+                    let h = ud.datagram(id.slot as usize, wc.byte_len as usize).expect("a hello");
+                    ud.repost(id.slot as usize).unwrap();
+                    assert_eq!(h.reply, want_reply);
+                    return h;
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "no datagram in 60 s");
+            std::thread::yield_now();
+        }
+    };
+    // Initiator: RC queue pair + REQ.
+    let qp0 = RcQp::new(&dev, &cq, 16, 1).unwrap();
+    let req = Hello {
+        reply: false,
+        rank: 0,
+        generation: 1,
+        qp: dev.address(qp0.qpn, 0x1234),
+        ud_qpn: ud0.qpn,
+    };
+    let hs = |slot| WrId { generation: 0, kind: OpKind::Handshake, slot }.encode().unwrap();
+    ud0.send(hs(100), &card1, &req).unwrap();
+    // Target's progress: REQ in, its own RC queue pair to RTS, REP out.
+    let got = next(false, &ud1);
+    assert_eq!(got, req);
+    let qp1 = RcQp::new(&dev, &cq, 16, 1).unwrap();
+    qp1.connect(&got.qp, 0x777).unwrap();
+    let rep = Hello {
+        reply: true,
+        rank: 1,
+        generation: got.generation,
+        qp: dev.address(qp1.qpn, 0x777),
+        ud_qpn: ud1.qpn,
+    };
+    ud1.send(hs(101), &card0, &rep).unwrap();
+    // Initiator: REP in, RTR/RTS, then a write over the new connection.
+    let got = next(true, &ud0);
+    assert_eq!(got.generation, 1);
+    qp0.connect(&got.qp, 0x1234).unwrap();
+    let mut target = vec![0u64; 4];
+    let mut local = vec![0x5eed_u64; 4];
+    let acc = Access { remote_write: true, remote_read: false, remote_atomic: false };
+    // SAFETY: both outlive their regions; read only after the completion.
+    let tmr = unsafe { Mr::register(&dev, target.as_mut_ptr().cast(), 32, acc) }.unwrap();
+    // SAFETY: as above.
+    let lmr = unsafe { Mr::register(&dev, local.as_mut_ptr().cast(), 32, Access::LOCAL) }.unwrap();
+    qp0.post_write(
+        WrId { generation: 1, kind: OpKind::Write, slot: 0 }.encode().unwrap(),
+        Local::of(&lmr, 0, 32).unwrap(),
+        RemoteAddr { addr: tmr.addr, key: u64::from(tmr.rkey) },
+    )
+    .unwrap();
+    let start = Instant::now();
+    'outer: loop {
+        for wc in cq.poll(8).unwrap() {
+            assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
+            if WrId::decode(wc.wr_id).is_some_and(|w| w.kind == OpKind::Write) {
+                break 'outer;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "write did not complete in 60 s");
+        std::thread::yield_now();
+    }
+    assert_eq!(target, vec![0x5eed_u64; 4]);
+    local[0] = 0;
+    let e = Card::decode(&[1, 2, 3], 5).unwrap_err().to_string();
+    assert!(e.contains("rank 5"), "{e}");
+    drop((qp0, qp1, tmr, lmr));
+    eprintln!("verbs handshake: REQ/REP over UD, RC write over the new connection ok");
+}
