@@ -60,14 +60,9 @@ impl ByteOrder {
 /// (absolute address) `addr`: only 64-bit integer SUM (fetch-and-add) and
 /// compare-and-swap on 8-byte-aligned words. Everything else takes the
 /// software accumulate path.
-pub fn native(op: Option<AtomicOp>, datatype: Datatype, addr: u64) -> bool {
+pub fn native(op: AtomicOp, datatype: Datatype, addr: u64) -> bool {
     let sixty_four = matches!(datatype, Datatype::U64 | Datatype::I64);
-    let op_ok = match op {
-        Some(AtomicOp::Sum) => true,
-        None => true, // compare-and-swap
-        _ => false,
-    };
-    sixty_four && op_ok && addr % 8 == 0
+    sixty_four && matches!(op, AtomicOp::Sum | AtomicOp::Cswap) && addr % 8 == 0
 }
 
 impl RcQp {
@@ -156,11 +151,11 @@ mod tests {
 
     #[test]
     fn only_aligned_64_bit_sum_and_cas_are_native() {
-        assert!(native(Some(AtomicOp::Sum), Datatype::U64, 64));
-        assert!(native(None, Datatype::I64, 8));
-        assert!(!native(Some(AtomicOp::Sum), Datatype::U64, 4));
-        assert!(!native(Some(AtomicOp::Sum), Datatype::U32, 0));
-        assert!(!native(Some(AtomicOp::Max), Datatype::U64, 0));
-        assert!(!native(None, Datatype::F64, 0));
+        assert!(native(AtomicOp::Sum, Datatype::U64, 64));
+        assert!(native(AtomicOp::Cswap, Datatype::I64, 8));
+        assert!(!native(AtomicOp::Sum, Datatype::U64, 4));
+        assert!(!native(AtomicOp::Sum, Datatype::U32, 0));
+        assert!(!native(AtomicOp::Max, Datatype::U64, 0));
+        assert!(!native(AtomicOp::Cswap, Datatype::F64, 0));
     }
 }

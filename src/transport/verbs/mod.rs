@@ -10,6 +10,7 @@
 //! yet: `ONESIDED_BACKEND=verbs` checks the device and says so.
 
 pub mod atomic;
+pub mod caps;
 pub mod conn;
 pub mod cq;
 pub mod device;
