@@ -216,6 +216,66 @@ fn put_to_self() {
 }
 spmd_test!(dynamic_put_to_self_is_flushed, &[1, 2], put_to_self);
 
+/// Every rank detaches its region and attaches the same `Vec` again (same
+/// address, new contents, new key); in the next epoch peers read the new
+/// contents and write it (issue 12 item 6: peers used their cached
+/// attachment and failed with "Permission denied" / "Operation canceled").
+/// Each epoch kind is tried: lock_all, lock, fence.
+fn reattach() {
+    let world = World::init().unwrap();
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let mut win = Window::<u64>::create_dynamic(&world).unwrap();
+    let mut region: Vec<u64> = (0..N).map(|i| value(me, 0, i)).collect();
+    for round in 1..=3usize {
+        let d = win.attach(region).unwrap();
+        let disps = exchange(&world, d);
+        let mut got = vec![0u64; N];
+        match round {
+            1 => {
+                win.lock_all().unwrap();
+                win.get(right, disps[right], &mut got).unwrap();
+                win.put(right, disps[right] + 1, &[round as u64]).unwrap();
+                win.unlock_all().unwrap();
+            }
+            2 => {
+                win.lock(right, onesided::LockType::Shared, Assert::NONE)
+                    .unwrap();
+                win.get(right, disps[right], &mut got).unwrap();
+                win.put(right, disps[right] + 1, &[round as u64]).unwrap();
+                win.unlock(right).unwrap();
+            }
+            _ => {
+                win.fence(Assert::NONE).unwrap();
+                win.get(right, disps[right], &mut got).unwrap();
+                win.put(right, disps[right] + 1, &[round as u64]).unwrap();
+                win.fence(Assert::NOSUCCEED).unwrap();
+            }
+        }
+        // Everyone's epoch is over before the target detaches.
+        world.barrier().unwrap();
+        let mut want: Vec<u64> = (0..N).map(|i| value(right, round - 1, i)).collect();
+        if round > 1 {
+            want[1] = round as u64 - 1;
+        }
+        same(
+            &got,
+            &want,
+            &format!("round {round}: rank {right}'s re-attached region"),
+        );
+        region = win.detach(d).unwrap();
+        assert_eq!(region[1], round as u64, "round {round}: rank {left}'s put");
+        // New contents for the next round, in the same Vec (same address).
+        for (i, v) in region.iter_mut().enumerate() {
+            *v = value(me, round, i);
+        }
+        region[1] = round as u64;
+    }
+    win.free().unwrap();
+}
+spmd_test!(dynamic_reattach_same_vec, &[2, 4], reattach);
+
 #[test]
 fn dynamic_attach_table_of_two() {
     if common::providers().iter().all(|p| p != "tcp") {

@@ -209,3 +209,41 @@ spmd_test!(
         .collect::<Vec<_>>(),
     shared_windows
 );
+
+/// Oversized `allocate_shared` requests fail on every rank with an error
+/// (issue 12 item 3: the part-size exchange returned with `lock_all` open,
+/// the temporary window was dropped while peers read it, and the next
+/// creation crashed a rank), and the next windows work.
+fn oversized() {
+    let world = World::init().unwrap();
+    let (rank, n) = (world.rank(), world.size());
+    // Overflows the element-to-byte conversion.
+    assert!(Window::<u64>::allocate_shared(&world, 1 << 60).is_err());
+    // 2^60 bytes per rank: no node segment that large can be made.
+    assert!(Window::<u8>::allocate_shared(&world, 1 << 60).is_err());
+    // The parts' sum overflows usize.
+    assert!(Window::<u8>::allocate_shared(&world, usize::MAX / 2 + 1).is_err());
+    // The job is intact: a shared window and a plain one work.
+    let mut win = Window::<u32>::allocate_shared(&world, 8).unwrap();
+    let mut other = Window::<u32>::allocate(&world, 8).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    other.fence(Assert::NONE).unwrap();
+    let right = (rank + 1) % n;
+    win.put(right, 0, &[rank as u32 + 10]).unwrap();
+    other.put(right, 1, &[rank as u32 + 20]).unwrap();
+    win.fence(Assert::NOSUCCEED).unwrap();
+    other.fence(Assert::NOSUCCEED).unwrap();
+    let left = (rank + n - 1) % n;
+    assert_eq!(win.local_to_vec().unwrap()[0], left as u32 + 10);
+    assert_eq!(other.local_to_vec().unwrap()[1], left as u32 + 20);
+    other.free().unwrap();
+    win.free().unwrap();
+}
+spmd_test!(
+    allocate_shared_oversized_fails_cleanly,
+    jobs = common::matrix_one_provider(&[2, 3])
+        .into_iter()
+        .chain(common::matrix_direct(&[2, 3]))
+        .collect::<Vec<_>>(),
+    oversized
+);

@@ -16,8 +16,14 @@
 //!   memory is not in a node-shared segment, and the loopback keeps one
 //!   path for all origins.
 //!
-//! Using memory after its owner detached it is erroneous in MPI; here the
-//! provider rejects the stale key and the operation returns an error.
+//! * Cached tables are forgotten whenever an access epoch begins (`fence`,
+//!   `lock`, `lock_all`, `start`): a peer's attach or detach made before
+//!   the epoch (MPI requires the program to synchronize it) is then seen,
+//!   also when a region is attached again at the same address.
+//!
+//! Using memory after its owner detached it, inside the same epoch, is
+//! erroneous in MPI; here the provider rejects the stale key and the
+//! operation returns an error.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,6 +75,17 @@ impl Dynamic {
     /// Attachment tables read from peers so far.
     pub(super) fn table_reads(&self) -> u64 {
         self.table_reads.load(Ordering::Relaxed)
+    }
+
+    /// Forgets every cached peer table: called when an access epoch
+    /// begins, so a region a peer detached and attached again (possibly at
+    /// the same address, under a new key) before this epoch is looked up
+    /// afresh instead of through a stale entry whose key the peer's NIC
+    /// would reject (on tcp, by tearing the connection down).
+    pub(super) fn forget_peer_tables(&self) {
+        if let Ok(mut p) = self.peers.lock() {
+            p.clear();
+        }
     }
 
     /// Peers whose table is cached.
@@ -187,6 +204,13 @@ impl<'a, T: Element> Window<'a, T> {
             .find(|a| a.region.contains(addr, bytes))
             .ok_or_else(|| self.not_attached(self.world.rank(), addr, bytes))?;
         f(&a.mem, (addr - a.region.addr) as usize)
+    }
+
+    /// An access epoch begins: cached peer attachment tables are stale.
+    pub(super) fn new_access_epoch(&self) {
+        if let Some(dy) = self.dynamic.as_ref() {
+            dy.forget_peer_tables();
+        }
     }
 
     fn dyn_range(&self, rank: usize, disp: usize, n: usize) -> Result<(u64, u64)> {

@@ -112,7 +112,10 @@ impl<T: Element> Window<'_, T> {
         let nocheck = assert.contains(Assert::NOCHECK);
         let mut state = self.epoch()?;
         state.begin_pscw(self.id, "start")?;
-        state.pscw.start(self.id, group, nocheck)
+        state.pscw.start(self.id, group, nocheck)?;
+        drop(state);
+        self.new_access_epoch();
+        Ok(())
     }
 
     /// Waits until the post notification of `rank` for the open access

@@ -77,27 +77,39 @@ fn lay_out(
     let name = shm::node_segment_name(id);
     tmp.local_write(0, &[bytes as u64])?;
     world.barrier()?;
-    // Every rank is node-local: the node's ranks are 0..size.
-    let (mut off, mut total) = (0usize, 0usize);
+    // Every rank is node-local: the node's ranks are 0..size. Every rank
+    // reads the same parts, so all of them fail here alike or none does;
+    // the epoch is closed either way (an early return with lock_all open
+    // would leave `tmp` unfreeable while peers still read it).
     tmp.lock_all()?;
-    for r in 0..world.size() {
-        let mut v = [0u64];
-        tmp.get(r, 0, &mut v)?;
-        let part = usize::try_from(v[0])
-            .ok()
-            .filter(|b| b % unit == 0)
-            .ok_or_else(|| Error::Protocol {
-                peer: format!("rank {r}"),
-                message: format!("shared window {id}: part size {} bytes", v[0]),
+    let sums = (|| -> Result<(usize, usize)> {
+        let (mut off, mut total) = (0usize, 0usize);
+        for r in 0..world.size() {
+            let mut v = [0u64];
+            tmp.get(r, 0, &mut v)?;
+            let part = usize::try_from(v[0])
+                .ok()
+                .filter(|b| b % unit == 0)
+                .ok_or_else(|| Error::Protocol {
+                    peer: format!("rank {r}"),
+                    message: format!("shared window {id}: part size {} bytes", v[0]),
+                })?;
+            if r == me {
+                // The sum of the parts before ours (checked below as it grew).
+                off = total;
+            }
+            total = total.checked_add(part).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "shared window {id}: the parts overflow ({} bytes on this rank)",
+                    bytes
+                ))
             })?;
-        if r < me {
-            off += part;
         }
-        total = total.checked_add(part).ok_or_else(|| {
-            Error::InvalidArgument(format!("shared window {id}: the parts overflow"))
-        })?;
-    }
-    tmp.unlock_all()?;
+        Ok((off, total))
+    })();
+    let unlocked = tmp.unlock_all();
+    let (off, total) = sums?;
+    unlocked?;
     // One spare byte: a zero-length last part still registers a mapped byte.
     let seg_len = total
         .checked_add(1)
@@ -116,8 +128,9 @@ fn lay_out(
         None => {
             let mut loc = [0u64];
             tmp.lock_all()?;
-            tmp.get(LEADER, 1, &mut loc)?;
+            let got = tmp.get(LEADER, 1, &mut loc);
             tmp.unlock_all()?;
+            got?;
             if loc[0] == 0 {
                 return Err(Error::Exhausted(format!(
                     "shared window {id}: rank {LEADER} could not create the node segment of \

@@ -127,7 +127,9 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         self.epoch()?
-            .lock_all(self.id, assert.contains(Assert::NOCHECK))
+            .lock_all(self.id, assert.contains(Assert::NOCHECK))?;
+        self.new_access_epoch();
+        Ok(())
     }
 
     /// Completes every operation, releases the shared locks `lock_all` took
@@ -156,6 +158,7 @@ impl<T: Element> Window<'_, T> {
     /// `NOPUT` are accepted (see docs/semantics.md, "Fence").
     pub fn fence(&self, assert: Assert) -> Result<()> {
         let plan = self.epoch()?.fence(self.id, assert)?;
+        self.new_access_epoch();
         if plan.complete {
             self.complete_all()?;
         }
