@@ -307,3 +307,22 @@ fn handshake_over_ud_connects_rc_queue_pairs() {
     drop((qp0, qp1, tmr, lmr));
     eprintln!("verbs handshake: REQ/REP over UD, RC write over the new connection ok");
 }
+
+#[test]
+fn backend_verbs_reports_the_device_it_would_use_or_why_not() {
+    if std::env::var_os("ONESIDED_IB_DEVICE").is_some() {
+        return skip("ONESIDED_IB_DEVICE is set; this test checks the automatic choice");
+    }
+    let e = super::open_check().to_string();
+    match devices() {
+        Ok(d) if d.is_empty() => assert!(e.contains("no RDMA device"), "{e}"),
+        Ok(d) => {
+            let name = &d[0].name;
+            assert!(
+                e.contains(&format!("opening {name}:")) && e.contains("not complete"),
+                "{e}"
+            );
+        }
+        Err(_) => {}
+    }
+}
