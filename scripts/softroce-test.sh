@@ -1,53 +1,81 @@
 #!/usr/bin/env bash
-# Runs the multi-process RMA and atomics tests over real verbs: libfabric's verbs;ofi_rxm
-# provider on a soft-RoCE device (rdma_rxe) inside a qemu guest.
+# The soft-RoCE stage of .ci/run: real RDMA verbs on a soft-RoCE device
+# (rdma_rxe) inside a qemu guest (TCG), in one guest boot:
+#   * the native verbs back-end's device tests (src/transport/verbs: device
+#     choice, RC queue pairs, RDMA WRITE/READ, 64-bit FETCH_AND_ADD and
+#     CMP_AND_SWP with the byte-order self-test);
+#   * onesided-info's verbs listing;
+#   * the README's laptop path: rxe0 deleted and re-created with exactly the
+#     README's commands, then the demo;
+#   * tests/rma.rs and tests/atomics.rs over libfabric's verbs;ofi_rxm, with
+#     the known provider defect listed and counted (scripts/softroce-guest.sh).
 #
-# The guest runner is not part of this repository: point SOFTROCE_RUNNER at a
-# `run-in-vm.sh`-style script that boots a kernel with rdma_rxe and runs a
-# command in the current directory (the project's CI machines provide one at
-# ../shared/softroce/run-in-vm.sh, which is found automatically). Without a
-# runner this script prints SKIP and exits 0. It is opt-in (ONESIDED_SOFTROCE=1)
-# until the duplicated completions described in docs/transport.md are resolved.
-#
-# Under TCG emulation this takes about 5 minutes.
+# On by default. It needs a guest runner: SOFTROCE_RUNNER, or the CI
+# machines' ../shared/softroce/run-in-vm.sh, and qemu. Where either is
+# missing (the public GitHub workflow, ci/github-actions.yml) it prints a
+# loud SKIP and exits 0; ONESIDED_SOFTROCE=0 skips it on purpose.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+skip() {
+  echo "************************************************************"
+  echo "*  SKIP soft-RoCE stage: $*"
+  echo "************************************************************"
+  exit 0
+}
 
 runner=${SOFTROCE_RUNNER:-}
 if [ -z "$runner" ] && [ -x ../shared/softroce/run-in-vm.sh ]; then
   runner=$(cd ../shared/softroce && pwd)/run-in-vm.sh
 fi
-if [ -z "$runner" ] || [ ! -x "$runner" ]; then
-  echo "SKIP: soft-RoCE tests: no guest runner (set SOFTROCE_RUNNER to a run-in-vm.sh)"
-  exit 0
+if [ -z "$runner" ] && [ -x /work/shared/softroce/run-in-vm.sh ]; then
+  runner=/work/shared/softroce/run-in-vm.sh
 fi
-if [ "${ONESIDED_SOFTROCE:-0}" != "1" ]; then
-  echo "SKIP: soft-RoCE tests are opt-in (ONESIDED_SOFTROCE=1) until verbs;ofi_rxm's"
-  echo "SKIP: duplicated completions for large atomics are resolved (docs/transport.md)"
-  exit 0
-fi
+[ "${ONESIDED_SOFTROCE:-1}" != "0" ] || skip "ONESIDED_SOFTROCE=0"
+[ -n "$runner" ] && [ -x "$runner" ] || skip "no guest runner (set SOFTROCE_RUNNER to a run-in-vm.sh)"
+command -v qemu-system-x86_64 > /dev/null || [ "$(id -u)" = 0 ] ||
+  skip "qemu-system-x86_64 is not installed and the runner cannot install it (not root)"
 
-# Build the test binaries on the host; the guest runs them with the host's userland.
-bins=$(cargo test --test rma --test atomics --no-run --message-format=json 2>/dev/null |
-  grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
-if [ "$(echo "$bins" | grep -c .)" -ne 2 ]; then
-  echo "soft-RoCE tests: could not build the rma and atomics test binaries" >&2
+start=$(date +%s)
+# Build on the host; the guest runs the binaries with the host's userland.
+cargo build --bins --examples --features unstable
+json=$(cargo test --lib --test rma --test atomics --no-run --message-format=json 2> /dev/null)
+bin() { # target kind, name
+  echo "$json" | grep "\"kind\":\[\"$1\"\]" | grep "\"name\":\"$2\"" |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1
+}
+lib=$(bin lib onesided) rma=$(bin test rma) atomics=$(bin test atomics)
+if [ -z "$lib" ] || [ -z "$rma" ] || [ -z "$atomics" ]; then
+  echo "soft-RoCE stage: could not build the test binaries (lib '$lib', rma '$rma', atomics '$atomics')" >&2
   exit 1
 fi
 
-echo "== soft-RoCE: tests/rma.rs and tests/atomics.rs over verbs;ofi_rxm (rxe0) in a qemu guest =="
-export SOFTROCE_PASSENV="ONESIDED_TEST_PROVIDERS ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_TIMEOUT"
+echo "=================================================================="
+echo "== soft-RoCE stage: native verbs + verbs;ofi_rxm on rxe0 (qemu) =="
+echo "=================================================================="
+export SOFTROCE_PASSENV="ONESIDED_TEST_PROVIDERS ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_TIMEOUT ONESIDED_TEST_DIRECT ONESIDED_SOFTROCE_SUITES"
 export ONESIDED_TEST_PROVIDERS=verbs
+# Direct jobs move node-local bytes by load/store, not over the device:
+# nothing of verbs to prove, and they would double the guest time.
+export ONESIDED_TEST_DIRECT=${ONESIDED_TEST_DIRECT:-0}
 export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 export ONESIDED_TEST_TIMEOUT=${ONESIDED_TEST_TIMEOUT:-300}
-export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-1500}
-# One guest boot for both binaries; the first failure fails the boot.
-script='for b in "$@"; do "$b" --test-threads=1 || exit $?; done'
-if "$runner" sh -c "$script" sh $bins; then
-  exit 0
-fi
-# Runs on soft-RoCE have been intermittent (docs/transport.md); a second boot
-# tells that apart from a deterministic failure. Both outcomes stay in the log.
-echo "WARNING: soft-RoCE run failed; retrying once in a fresh guest (see docs/transport.md)"
-"$runner" sh -c "$script" sh $bins
+# Measured 2026-11-24 on a host shared by six sessions: the boot up to the
+# rma suite ~2 min, rma 10/10 in 716 s, the atomics suite did not finish
+# within a 1200 s guest timeout (still passing, only slow). Idle, the two
+# suites took 7 min (2026-11-23). The cap is generous so that load does not
+# turn into a failure; a hang is still caught by ONESIDED_TEST_TIMEOUT.
+export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-2400}
+# Under a loaded host the guest kernel's IO-APIC timer check can fail and
+# panic the boot ("setup_IO_APIC"); skipping the check avoids that.
+export SOFTROCE_KERNEL_ARGS=${SOFTROCE_KERNEL_ARGS:-no_timer_check}
+out=$(mktemp)
+set +e
+"$runner" scripts/softroce-guest.sh "$lib" "$rma" "$atomics" 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+set -e
+echo "== soft-RoCE stage summary ($(($(date +%s) - start)) s, exit $rc) =="
+grep '^SOFTROCE-COUNT' "$out" || echo "(no counts: the guest did not get that far)"
+rm -f "$out"
+exit "$rc"

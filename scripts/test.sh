@@ -21,8 +21,9 @@ trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace "$@" 2>&1 | tee "$log" || status=$?
 
-# Real verbs over soft-RoCE: opt-in, see scripts/softroce-test.sh (else SKIP).
-if [ "$status" -eq 0 ] && [ "$#" -eq 0 ]; then
+# Real verbs over soft-RoCE: opt-in here (ONESIDED_SOFTROCE=1); .ci/run runs
+# scripts/softroce-test.sh as a stage of its own, on by default.
+if [ "$status" -eq 0 ] && [ "$#" -eq 0 ] && [ "${ONESIDED_SOFTROCE:-0}" = 1 ]; then
   scripts/softroce-test.sh 2>&1 | tee -a "$log" || status=$?
 fi
 

@@ -50,6 +50,8 @@ pub enum Backend {
     Auto,
     /// libfabric.
     Ofi,
+    /// Native ibverbs (`verbs`).
+    Verbs,
 }
 
 /// Which path accumulates take (`ONESIDED_ACCUMULATE`).
@@ -256,11 +258,12 @@ impl Config {
         let backend = match var("ONESIDED_BACKEND").as_deref().map(str::trim) {
             None | Some("auto") => Backend::Auto,
             Some("ofi" | "libfabric") => Backend::Ofi,
+            Some("verbs" | "ibverbs") => Backend::Verbs,
             Some(v) => {
                 return Err(Error::Config {
                     var: "ONESIDED_BACKEND",
                     value: v.to_string(),
-                    message: "expected `auto` or `ofi`".into(),
+                    message: "expected `auto`, `ofi` or `verbs`".into(),
                 })
             }
         };

@@ -80,6 +80,7 @@ fn main() -> ExitCode {
             "libfabric": survey::libfabric_version(),
             "providers": entries,
             "topology": topology_text(auto.as_ref(), &all_reports).lines().collect::<Vec<_>>(),
+            "verbs": verbs_text().lines().collect::<Vec<_>>(),
         });
         match serde_json::to_string_pretty(&doc) {
             Ok(s) => emit(&(s + "\n")),
@@ -91,8 +92,73 @@ fn main() -> ExitCode {
     } else {
         let mut t = text(&entries, auto.as_ref(), args.no_atomics);
         t.push_str(&topology_text(auto.as_ref(), &all_reports));
+        t.push_str(&verbs_text());
         emit(&t)
     }
+}
+
+/// The verbs devices (native back-end): ports and state, GIDs, atomic
+/// capability, max inline data, max_qp_rd_atom, and the automatic choice.
+fn verbs_text() -> String {
+    use onesided::transport::verbs;
+    let mut o = String::new();
+    let devs = match verbs::devices() {
+        Ok(d) => d,
+        Err(e) => {
+            out!(o, "\nverbs devices: cannot list ({e})");
+            return o;
+        }
+    };
+    if devs.is_empty() {
+        out!(
+            o,
+            "\nverbs devices: none (no RDMA device; for soft-RoCE: modprobe rdma_rxe; rdma link add rxe0 type rxe netdev <dev>)"
+        );
+        return o;
+    }
+    out!(o, "\nverbs devices ({}):", devs.len());
+    for d in &devs {
+        let inline = d
+            .max_inline_data
+            .map_or_else(|| "unknown".to_string(), |v| v.to_string());
+        out!(
+            o,
+            "  {}: atomic_cap {}, max_inline_data {inline}, max_qp_rd_atom {}, max_qp_init_rd_atom {}, max_cqe {}, max_qp_wr {}, max_srq_wr {}",
+            d.name,
+            d.atomic_cap,
+            d.max_qp_rd_atom,
+            d.max_qp_init_rd_atom,
+            d.max_cqe,
+            d.max_qp_wr,
+            d.max_srq_wr
+        );
+        for p in &d.ports {
+            out!(
+                o,
+                "    port {}: {} ({}, active MTU {}, LID {})",
+                p.port,
+                p.state,
+                p.link_layer,
+                p.active_mtu,
+                p.lid
+            );
+            for g in &p.gids {
+                out!(o, "      gid[{}] {} ({})", g.index, g.text(), g.kind.name());
+            }
+        }
+    }
+    match verbs::choose_from_env() {
+        Ok(c) => out!(
+            o,
+            "  native back-end would use {}:{} gid[{}] {}",
+            c.device.name,
+            c.port.port,
+            c.gid.index,
+            c.gid.text()
+        ),
+        Err(e) => out!(o, "  native back-end: {e}"),
+    }
+    o
 }
 
 /// The hwloc topology and the placement choices for the automatic provider

@@ -35,6 +35,9 @@ pub mod ofi;
 // unsafe allowed: intra-node mapping of node-shared segments (mmap).
 #[allow(unsafe_code)]
 pub mod shm;
+// unsafe allowed: the native ibverbs back-end (FFI).
+#[allow(unsafe_code)]
+pub mod verbs;
 pub mod vocab;
 
 use std::any::Any;
@@ -301,6 +304,9 @@ pub type SharedTransport = Arc<dyn Transport>;
 ///
 /// * `ofi` — libfabric, with the provider `ONESIDED_PROVIDER` names or the
 ///   first of its automatic order;
+/// * `verbs` — native ibverbs: chooses the device (`ONESIDED_IB_DEVICE`);
+///   the transport over it is not complete yet, so this is an error that
+///   names the device and what to use instead;
 /// * `auto` (default) — libfabric.
 ///
 /// # Errors
@@ -310,5 +316,6 @@ pub fn open(config: &crate::config::Config) -> Result<SharedTransport> {
     use crate::config::Backend;
     match config.backend {
         Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
+        Backend::Verbs => Err(verbs::open_check()),
     }
 }

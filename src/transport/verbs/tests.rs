@@ -1,0 +1,328 @@
+//! Device tests: two RC queue pairs of this process connected to each
+//! other over the real device (soft-RoCE in the CI guest). Without a
+//! device they print why they did not run.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::atomic::{ByteOrder, PROBE};
+use super::conn::{Access, Cq, Device, Mr, RcQp};
+use super::cq::{OpKind, WrId};
+use super::msg::Srq;
+use super::rma::Local;
+use super::{choose_from_env, devices};
+use crate::transport::RemoteAddr;
+
+fn skip(why: &str) {
+    let _ = std::io::stderr().write_all(
+        format!(
+            "\n***********************************************************\n\
+             *  SKIP verbs device test: {why}\n\
+             ***********************************************************\n"
+        )
+        .as_bytes(),
+    );
+}
+
+fn wait(cq: &Cq, wr_id: u64) {
+    let start = Instant::now();
+    loop {
+        for wc in cq.poll(16).expect("poll") {
+            assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "wr {} failed: {}", wc.wr_id, wc.status_text());
+            if wc.wr_id == wr_id {
+                return;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no completion for wr {wr_id} in 60 s");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn loopback_write_read_fetch_add_compare_swap() {
+    match devices() {
+        Ok(d) if d.is_empty() => return skip("no RDMA device here (runs in the soft-RoCE guest)"),
+        Err(e) => return skip(&format!("cannot list devices: {e}")),
+        Ok(_) => {}
+    }
+    let choice = choose_from_env().expect("a usable port");
+    let dev = Device::open(choice).expect("open device");
+    let cq = Cq::new(&dev, 64, false).expect("cq");
+    let a = RcQp::new(&dev, &cq, 16, 1).expect("qp a");
+    let b = RcQp::new(&dev, &cq, 16, 1).expect("qp b");
+    a.connect(&dev.address(b.qpn, 200), 100).expect("connect a");
+    b.connect(&dev.address(a.qpn, 100), 200).expect("connect b");
+
+    // Target memory (remote access) and a local buffer, as u64 words.
+    let mut target: Vec<u64> = vec![0; 512];
+    let mut local: Vec<u64> = vec![0; 512];
+    let all = Access {
+        remote_write: true,
+        remote_read: true,
+        remote_atomic: true,
+    };
+    // SAFETY: both vectors outlive the regions (dropped at the end of the
+    // test after the regions) and are only read back after completions.
+    let tmr = unsafe { Mr::register(&dev, target.as_mut_ptr().cast(), 4096, all) }.expect("reg target");
+    // SAFETY: as above.
+    let lmr = unsafe { Mr::register(&dev, local.as_mut_ptr().cast(), 4096, Access::LOCAL) }.expect("reg local");
+    let remote = |word: u64| RemoteAddr {
+        addr: tmr.addr + word * 8,
+        key: u64::from(tmr.rkey),
+    };
+
+    // Inline write (8 bytes) and a non-inline write (2 KiB).
+    local[0] = 0xdead_beef_0000_0001;
+    a.post_write(1, Local::of(&lmr, 0, 8).unwrap(), remote(0)).unwrap();
+    wait(&cq, 1);
+    for (i, w) in local[64..320].iter_mut().enumerate() {
+        *w = i as u64 * 3 + 1;
+    }
+    a.post_write(2, Local::of(&lmr, 512, 2048).unwrap(), remote(64)).unwrap();
+    wait(&cq, 2);
+    assert_eq!(target[0], 0xdead_beef_0000_0001);
+    for i in 0..256 {
+        assert_eq!(target[64 + i], i as u64 * 3 + 1, "word {i}");
+    }
+    // Read back into another part of the local buffer.
+    a.post_read(3, Local::of(&lmr, 3072, 1024).unwrap(), remote(64)).unwrap();
+    wait(&cq, 3);
+    for i in 0..128 {
+        assert_eq!(local[384 + i], i as u64 * 3 + 1, "read word {i}");
+    }
+    // Byte-order self-test: fetch-add 0 on a known word.
+    target[10] = PROBE;
+    a.post_fetch_add(4, Local::of(&lmr, 8, 8).unwrap(), remote(10), 0).unwrap();
+    wait(&cq, 4);
+    let order = ByteOrder::detect(local[1]).expect("self-test");
+    // Fetch-add and compare-and-swap.
+    target[11] = 40;
+    a.post_fetch_add(5, Local::of(&lmr, 16, 8).unwrap(), remote(11), 2).unwrap();
+    wait(&cq, 5);
+    assert_eq!(order.fix(local[2]), 40);
+    assert_eq!(target[11], 42);
+    a.post_cmp_swap(6, Local::of(&lmr, 24, 8).unwrap(), remote(11), 41, 7).unwrap();
+    wait(&cq, 6);
+    assert_eq!(order.fix(local[3]), 42, "failed compare returns the old value");
+    assert_eq!(target[11], 42, "failed compare leaves the word");
+    a.post_cmp_swap(7, Local::of(&lmr, 24, 8).unwrap(), remote(11), 42, 7).unwrap();
+    wait(&cq, 7);
+    assert_eq!(order.fix(local[3]), 42);
+    assert_eq!(target[11], 7);
+    // A misaligned atomic is refused before it reaches the device.
+    let bad = RemoteAddr {
+        addr: tmr.addr + 4,
+        key: u64::from(tmr.rkey),
+    };
+    let e = a.post_fetch_add(8, Local::of(&lmr, 16, 8).unwrap(), bad, 1).unwrap_err();
+    assert!(e.to_string().contains("8-byte-aligned"), "{e}");
+    drop((a, b, tmr, lmr));
+    let _ = Arc::strong_count(&dev);
+    eprintln!("verbs loopback: write/read/fetch-add/cmp-swap ok, fetched byte order {order:?}");
+}
+
+fn have_device() -> bool {
+    match devices() {
+        Ok(d) if d.is_empty() => {
+            skip("no RDMA device here (runs in the soft-RoCE guest)");
+            false
+        }
+        Err(e) => {
+            skip(&format!("cannot list devices: {e}"));
+            false
+        }
+        Ok(_) => true,
+    }
+}
+
+#[test]
+fn srq_messages_wake_the_completion_channel() {
+    use std::os::fd::BorrowedFd;
+    if !have_device() {
+        return;
+    }
+    let dev = Device::open(choose_from_env().expect("a usable port")).expect("open device");
+    let cq = Cq::new(&dev, 256, true).expect("cq with channel");
+    let srq = Srq::new(&dev, 16, crate::transport::MAX_MESSAGE).expect("srq");
+    let a = RcQp::new(&dev, &cq, 16, 1).expect("qp a");
+    let b = RcQp::with_srq(&dev, &cq, Some(&srq), 16, 0).expect("qp b on the srq");
+    a.connect(&dev.address(b.qpn, 7), 9).expect("connect a");
+    b.connect(&dev.address(a.qpn, 9), 7).expect("connect b");
+    assert!(cq.arm().expect("arm"), "nothing happened yet: the agent may sleep");
+
+    let mut out = vec![0u8; 8192];
+    for (i, x) in out.iter_mut().enumerate() {
+        *x = (i * 7 % 251) as u8;
+    }
+    // SAFETY: `out` outlives the region and is not touched while sends are in flight.
+    let omr = unsafe { Mr::register(&dev, out.as_mut_ptr(), out.len(), Access::LOCAL) }.unwrap();
+    let sizes = [100usize, crate::transport::MAX_MESSAGE];
+    for (n, &len) in sizes.iter().enumerate() {
+        let id = WrId {
+            generation: 3,
+            kind: OpKind::Send,
+            slot: n as u64,
+        };
+        a.post_send(id.encode().unwrap(), Local::of(&omr, n * 16, len).unwrap()).unwrap();
+    }
+    // Sleep in the kernel on the channel's fd until the device signals.
+    let fd = cq.event_fd().expect("channel fd");
+    // SAFETY: the fd belongs to the channel, alive while `cq` is.
+    let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+    let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
+    let ready = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(60_000u16)).expect("poll");
+    assert_eq!(ready, 1, "the completion channel did not wake within 60 s");
+
+    let (mut sends, mut recvs) = (0, Vec::new());
+    let start = Instant::now();
+    while sends < 2 || recvs.len() < 2 {
+        if cq.arm().unwrap() {
+            let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
+            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1000u16));
+        }
+        for wc in cq.poll(16).unwrap() {
+            assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
+            let id = WrId::decode(wc.wr_id).expect("our wr_id");
+            match id.kind {
+                OpKind::Send => {
+                    assert_eq!(id.generation, 3);
+                    sends += 1;
+                }
+                OpKind::Recv => recvs.push((id.slot as usize, wc.byte_len as usize)),
+                k => panic!("unexpected completion {k:?}"),
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "messages did not arrive in 60 s");
+    }
+    // Messages arrive in order on one RC queue pair.
+    for (n, &(slot, len)) in recvs.iter().enumerate() {
+        assert_eq!(len, sizes[n]);
+        let got = srq.message(slot, len).unwrap();
+        assert_eq!(got, &out[n * 16..n * 16 + len], "message {n}");
+        srq.repost(slot).unwrap();
+    }
+    assert!(cq.arm().unwrap(), "all completions consumed");
+    drop((a, b, omr));
+    eprintln!("verbs srq: 2 messages received, completion channel woke");
+}
+
+#[test]
+fn handshake_over_ud_connects_rc_queue_pairs() {
+    use super::handshake::{Card, Hello, Ud};
+    if !have_device() {
+        return;
+    }
+    let dev = Device::open(choose_from_env().expect("a usable port")).expect("open device");
+    let cq = Cq::new(&dev, 256, false).expect("cq");
+    // Two "processes": initiator (rank 0) and target (rank 1).
+    let ud0 = Ud::new(&dev, &cq, 8).expect("ud 0");
+    let ud1 = Ud::new(&dev, &cq, 8).expect("ud 1");
+    let card = |ud: &Ud| {
+        Card::decode(
+            &Card {
+                gid: dev.choice.gid.gid,
+                lid: dev.choice.port.lid,
+                ud_qpn: ud.qpn,
+            }
+            .encode(),
+            0,
+        )
+        .unwrap()
+    };
+    let (card0, card1) = (card(&ud0), card(&ud1));
+    let next = |want_reply: bool, ud: &Ud| -> Hello {
+        let start = Instant::now();
+        loop {
+            for wc in cq.poll(8).unwrap() {
+                assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
+                let id = WrId::decode(wc.wr_id).unwrap();
+                if wc.opcode == rdma_sys::IBV_WC_RECV && wc.qp_num == ud.qpn {
+                    let h = ud.datagram(id.slot as usize, wc.byte_len as usize).expect("a hello");
+                    ud.repost(id.slot as usize).unwrap();
+                    assert_eq!(h.reply, want_reply);
+                    return h;
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "no datagram in 60 s");
+            std::thread::yield_now();
+        }
+    };
+    // Initiator: RC queue pair + REQ.
+    let qp0 = RcQp::new(&dev, &cq, 16, 1).unwrap();
+    let req = Hello {
+        reply: false,
+        rank: 0,
+        generation: 1,
+        qp: dev.address(qp0.qpn, 0x1234),
+        ud_qpn: ud0.qpn,
+    };
+    let hs = |slot| WrId { generation: 0, kind: OpKind::Handshake, slot }.encode().unwrap();
+    ud0.send(hs(100), &card1, &req).unwrap();
+    // Target's progress: REQ in, its own RC queue pair to RTS, REP out.
+    let got = next(false, &ud1);
+    assert_eq!(got, req);
+    let qp1 = RcQp::new(&dev, &cq, 16, 1).unwrap();
+    qp1.connect(&got.qp, 0x777).unwrap();
+    let rep = Hello {
+        reply: true,
+        rank: 1,
+        generation: got.generation,
+        qp: dev.address(qp1.qpn, 0x777),
+        ud_qpn: ud1.qpn,
+    };
+    ud1.send(hs(101), &card0, &rep).unwrap();
+    // Initiator: REP in, RTR/RTS, then a write over the new connection.
+    let got = next(true, &ud0);
+    assert_eq!(got.generation, 1);
+    qp0.connect(&got.qp, 0x1234).unwrap();
+    let mut target = vec![0u64; 4];
+    let mut local = vec![0x5eed_u64; 4];
+    let acc = Access { remote_write: true, remote_read: false, remote_atomic: false };
+    // SAFETY: both outlive their regions; read only after the completion.
+    let tmr = unsafe { Mr::register(&dev, target.as_mut_ptr().cast(), 32, acc) }.unwrap();
+    // SAFETY: as above.
+    let lmr = unsafe { Mr::register(&dev, local.as_mut_ptr().cast(), 32, Access::LOCAL) }.unwrap();
+    qp0.post_write(
+        WrId { generation: 1, kind: OpKind::Write, slot: 0 }.encode().unwrap(),
+        Local::of(&lmr, 0, 32).unwrap(),
+        RemoteAddr { addr: tmr.addr, key: u64::from(tmr.rkey) },
+    )
+    .unwrap();
+    let start = Instant::now();
+    'outer: loop {
+        for wc in cq.poll(8).unwrap() {
+            assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
+            if WrId::decode(wc.wr_id).is_some_and(|w| w.kind == OpKind::Write) {
+                break 'outer;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "write did not complete in 60 s");
+        std::thread::yield_now();
+    }
+    assert_eq!(target, vec![0x5eed_u64; 4]);
+    local[0] = 0;
+    let e = Card::decode(&[1, 2, 3], 5).unwrap_err().to_string();
+    assert!(e.contains("rank 5"), "{e}");
+    drop((qp0, qp1, tmr, lmr));
+    eprintln!("verbs handshake: REQ/REP over UD, RC write over the new connection ok");
+}
+
+#[test]
+fn backend_verbs_reports_the_device_it_would_use_or_why_not() {
+    if std::env::var_os("ONESIDED_IB_DEVICE").is_some() {
+        return skip("ONESIDED_IB_DEVICE is set; this test checks the automatic choice");
+    }
+    let e = super::open_check().to_string();
+    match devices() {
+        Ok(d) if d.is_empty() => assert!(e.contains("no RDMA device"), "{e}"),
+        Ok(d) => {
+            let name = &d[0].name;
+            assert!(
+                e.contains(&format!("opening {name}:")) && e.contains("not complete"),
+                "{e}"
+            );
+        }
+        Err(_) => {}
+    }
+}
