@@ -120,7 +120,7 @@ impl World {
     fn start(config: Config) -> Result<World> {
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
         let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
-        let transport: SharedTransport = crate::transport::open(&config)?;
+        let transport: SharedTransport = crate::transport::open(&config, boot.rank())?;
         let peers = Arc::new(PeerTable::default());
         let am = {
             // Replies may go to a rank this process never contacted: the
