@@ -8,7 +8,8 @@
 //! (capability flags); the layers above choose protocols from it, never
 //! from a back-end's name. The vocabulary ([`Datatype`], [`AtomicOp`],
 //! [`Atomic`]) is the crate's own; each back-end maps it to its values.
-//! Back-ends: [`ofi`] (libfabric). [`open`] picks one.
+//! Back-ends: [`ofi`] (libfabric), [`verbs`] (native ibverbs). [`open`]
+//! picks one.
 //!
 //! Buffer ownership is the transport's business: a blocking [`Transport::put`]
 //! returns only when the caller's buffer may be reused, a blocking
@@ -311,12 +312,13 @@ pub type SharedTransport = Arc<dyn Transport>;
 /// Opens the back-end `ONESIDED_BACKEND` names (`config.backend`): the one
 /// constructor of a transport.
 ///
+/// * `verbs` — native ibverbs on the device `ONESIDED_IB_DEVICE` names
+///   (`rxe0:1`), or the first ACTIVE port with a usable GID;
 /// * `ofi` — libfabric, with the provider `ONESIDED_PROVIDER` names or the
-///   first of its automatic order;
-/// * `verbs` — native ibverbs: chooses the device (`ONESIDED_IB_DEVICE`);
-///   the transport over it is not complete yet, so this is an error that
-///   names the device and what to use instead;
-/// * `auto` (default) — libfabric.
+///   first of its automatic order (libfabric's `verbs;ofi_rxm` only when
+///   named);
+/// * `auto` (default) — native verbs when an ACTIVE verbs port exists and
+///   no libfabric provider was named, libfabric otherwise.
 ///
 /// # Errors
 /// The back-end cannot be opened here (no provider, no device): the
@@ -324,6 +326,9 @@ pub type SharedTransport = Arc<dyn Transport>;
 pub fn open(config: &crate::config::Config, rank: usize) -> Result<SharedTransport> {
     use crate::config::Backend;
     match config.backend {
+        Backend::Auto if config.provider.is_none() && verbs::device::usable_port_exists() => {
+            Ok(Arc::new(verbs::VerbsTransport::open(config, rank)?))
+        }
         Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
         Backend::Verbs => Ok(Arc::new(verbs::VerbsTransport::open(config, rank)?)),
     }

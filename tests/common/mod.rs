@@ -338,9 +338,8 @@ pub fn onesided_run_command(name: &str, ranks: usize, launcher_args: &[&str]) ->
 /// The launcher command of `job` for test `name`.
 pub fn job_command(name: &str, job: &Job) -> Command {
     let mut cmd = match job.launcher {
-        Launcher::OnesidedRun => {
-            onesided_run_command(name, job.ranks, &["--provider", &job.provider])
-        }
+        // The provider (or back-end) is set below, as for every launcher.
+        Launcher::OnesidedRun => onesided_run_command(name, job.ranks, &[]),
         Launcher::Hydra => {
             let exe = std::env::current_exe().expect("current test executable");
             let hydra = hydra_path().expect("mpiexec.hydra (checked by launchers())");
@@ -390,17 +389,45 @@ pub fn job_command(name: &str, job: &Job) -> Command {
             cmd
         }
     };
-    if job.provider == "verbs-native" {
-        // The native ibverbs back-end (not libfabric's `verbs;ofi_rxm`).
-        cmd.env("ONESIDED_BACKEND", "verbs")
-            .env_remove("ONESIDED_PROVIDER");
-    } else {
-        cmd.env("ONESIDED_PROVIDER", &job.provider);
-    }
+    select_provider(&mut cmd, &job.provider);
     cmd.env("ONESIDED_SHM", if job.direct { "1" } else { "0" })
         .env("ONESIDED_TEST_LAUNCHER", job.launcher.name())
         .env("ONESIDED_TEST_RANKS", job.ranks.to_string());
     cmd
+}
+
+/// Whether window creation was refused because `ONESIDED_ACCUMULATE=hardware`
+/// asks for NIC atomics the back-end lacks for the element type (native
+/// verbs: 64-bit sum and compare-and-swap only). Every rank decides alike,
+/// so a test that sees `true` ends there on every rank; any other error is
+/// a failure.
+pub fn hardware_only_refused<T>(r: &Result<T, onesided::Error>) -> bool {
+    match r {
+        Err(e)
+            if std::env::var("ONESIDED_ACCUMULATE").as_deref() == Ok("hardware")
+                && e.kind() == onesided::ErrorKind::Unsupported =>
+        {
+            assert!(
+                e.to_string().contains("ONESIDED_ACCUMULATE=hardware"),
+                "{e}"
+            );
+            eprintln!("hardware-only accumulates refused, as this back-end lacks them: {e}");
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Points `cmd` at `provider`: a libfabric provider name, or
+/// `verbs-native` for the native ibverbs back-end (not libfabric's
+/// `verbs;ofi_rxm`).
+pub fn select_provider(cmd: &mut Command, provider: &str) {
+    if provider == "verbs-native" {
+        cmd.env("ONESIDED_BACKEND", "verbs")
+            .env_remove("ONESIDED_PROVIDER");
+    } else {
+        cmd.env("ONESIDED_PROVIDER", provider);
+    }
 }
 
 /// What a finished (or timed-out) command left.
@@ -625,7 +652,8 @@ macro_rules! spmd_test {
 /// onesided-run with extra environment, and checks that every rank passed it.
 pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: &[(&str, &str)]) {
     let name = test_name(module, test);
-    let mut cmd = onesided_run_command(&name, ranks, &["--provider", provider]);
+    let mut cmd = onesided_run_command(&name, ranks, &[]);
+    select_provider(&mut cmd, provider);
     cmd.env("ONESIDED_SHM", "0");
     for (k, v) in env {
         cmd.env(k, v);
@@ -679,12 +707,21 @@ pub fn launcher_rank() -> Option<usize> {
 /// `rank` (the one a test expects to time out), `long` on the others, so
 /// that their collectives outlast the expected timeouts (every wait in the
 /// library, collectives included, honours the variable).
+///
+/// `ONESIDED_TEST_TIME_SCALE` (default 1) multiplies both: the soft-RoCE
+/// guest, an emulated machine many times slower than this one, sets it.
 pub fn timeout_for(rank: usize, short: u64, long: u64) {
-    let t = if launcher_rank() == Some(rank) {
-        short
-    } else {
-        long
-    };
+    let scale = std::env::var("ONESIDED_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let t = scale
+        * if launcher_rank() == Some(rank) {
+            short
+        } else {
+            long
+        };
     // Only this process reads it (each rank is its own test process).
     std::env::set_var("ONESIDED_TIMEOUT", t.to_string());
 }

@@ -49,10 +49,14 @@ pub enum Op {
     /// rank 1 (generalized active target; `pscw.rs`).
     #[value(name = "pscw_lat")]
     PscwLat,
+    /// 8 B put + flush to rank 1, which puts it back when it sees it (half
+    /// the round trip, as `ib_write_lat` reports).
+    #[value(name = "put_pingpong")]
+    PutPingPong,
 }
 
 impl Op {
-    pub const ALL: [Op; 12] = [
+    pub const ALL: [Op; 13] = [
         Op::PutLat,
         Op::GetLat,
         Op::PutBw,
@@ -65,6 +69,7 @@ impl Op {
         Op::FopLat,
         Op::CasLat,
         Op::PscwLat,
+        Op::PutPingPong,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +86,7 @@ impl Op {
             Op::FopLat => "fop_lat",
             Op::CasLat => "cas_lat",
             Op::PscwLat => "pscw_lat",
+            Op::PutPingPong => "put_pingpong",
         }
     }
 
@@ -120,7 +126,7 @@ impl Op {
     /// Whether the targets take part (collective synchronization; for
     /// `pscw_lat` only rank 1, the exposure side).
     pub fn collective(self) -> bool {
-        matches!(self, Op::FenceLat | Op::PscwLat)
+        matches!(self, Op::FenceLat | Op::PscwLat | Op::PutPingPong)
     }
 
     /// Whether the figure of merit is bandwidth.
@@ -134,6 +140,9 @@ impl Op {
             Op::PutBw | Op::GetBw => BW_WINDOW,
             Op::MsgRate => RATE_BATCH.max(ranks.saturating_sub(1)),
             Op::AccRate => crate::atomics::ACC_BATCH,
+            // A round trip is two one-way latencies: report one, as
+            // `ib_write_lat` does.
+            Op::PutPingPong => 2,
             _ => 1,
         }
     }

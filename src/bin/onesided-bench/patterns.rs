@@ -201,6 +201,10 @@ impl<'w> Origin<'w> {
         iters: u64,
     ) -> onesided::Result<Duration> {
         let n = self.world.size();
+        if op == Op::PutPingPong {
+            // Rank 1 reads its starting value before the first ping.
+            self.world.barrier()?;
+        }
         let t0 = Instant::now();
         for _ in 0..iters {
             match op {
@@ -245,6 +249,12 @@ impl<'w> Origin<'w> {
                     }
                     Mode::Raw => self.raw_lock_unlock()?,
                 },
+                Op::PutPingPong => {
+                    let s = self.put1(mode, 1, 8).map(|()| self.last_stamp[1])?;
+                    self.flush(mode, 1)?;
+                    // The pong: rank 1 writes the same stamp into our window.
+                    wait_word(&self.win, s)?;
+                }
                 Op::AccLat | Op::AccRate | Op::FopLat | Op::CasLat | Op::PscwLat => {
                     return Err(onesided::Error::InvalidArgument(format!(
                         "{} runs in atomics.rs / pscw.rs",
@@ -283,6 +293,12 @@ pub fn target_run(
         if world.rank() == 1 {
             pscw.target(win, mode, iters)?;
         }
+    } else if op == Op::PutPingPong {
+        if world.rank() == 1 {
+            pong(world, win, mode, iters)?;
+        } else {
+            world.barrier()?;
+        }
     } else if op.collective() {
         for _ in 0..iters {
             match mode {
@@ -298,4 +314,60 @@ pub fn target_run(
         }
     }
     Ok(())
+}
+
+/// Waits until the first 8 bytes of our own window hold `stamp` (a
+/// ping-pong partner's write), reading them as the unified memory model
+/// allows; bounded, so a lost write is an error and not a hang.
+fn wait_word(win: &Window<'_, u8>, stamp: u64) -> onesided::Result<u64> {
+    let start = Instant::now();
+    let mut b = [0u8; 8];
+    loop {
+        win.local_read(0, &mut b)?;
+        let v = u64::from_le_bytes(b);
+        if v >= stamp {
+            return Ok(v);
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            return Err(onesided::Error::InvalidArgument(format!(
+                "ping-pong: stamp {stamp} did not arrive in 60 s (last seen {v})"
+            )));
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Rank 1's side of `put_pingpong`: every new stamp that lands in its
+/// window is put back, unchanged, to rank 0's window (and flushed).
+fn pong(world: &World, win: &Window<'_, u8>, mode: Mode, iters: u64) -> onesided::Result<()> {
+    let mut b = [0u8; 8];
+    win.local_read(0, &mut b)?;
+    let mut seen = u64::from_le_bytes(b);
+    let raw = match mode {
+        Mode::Raw => Some(win.bench_remote(0, 0)?),
+        Mode::Onesided => None,
+    };
+    let ordered = world.transport_caps().completion == RemoteCompletion::OrderedRead;
+    win.lock_all()?;
+    // Rank 0 pings only after this barrier: `seen` is older than every ping.
+    world.barrier()?;
+    for _ in 0..iters {
+        seen = wait_word(win, seen + 1)?;
+        let bytes = seen.to_le_bytes();
+        match raw {
+            None => {
+                win.put(0, 0, &bytes)?;
+                win.flush(0)?;
+            }
+            Some(at) => {
+                let t = world.bench_transport();
+                t.put(0, &bytes, at)?;
+                if ordered {
+                    let mut word = [0u8; 8];
+                    t.get(0, &mut word, at)?;
+                }
+            }
+        }
+    }
+    win.unlock_all()
 }

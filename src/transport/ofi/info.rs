@@ -21,9 +21,7 @@ pub const MR_MODES_HANDLED: u64 = fi::FI_MR_LOCAL
 
 /// Providers tried, in order, when `ONESIDED_PROVIDER` is not set: native
 /// RDMA hardware first, software transports last.
-pub const AUTO_ORDER: &[&str] = &[
-    "verbs", "efa", "cxi", "opx", "psm3", "psm2", "tcp", "sockets",
-];
+pub const AUTO_ORDER: &[&str] = &["efa", "cxi", "opx", "psm3", "psm2", "tcp", "sockets"];
 
 /// An owned `fi_info` list, freed with `fi_freeinfo`.
 pub struct InfoList {

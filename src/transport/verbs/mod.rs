@@ -1,13 +1,21 @@
 //! The native ibverbs back-end (on `sys/rdma-sys`).
 //!
-//! Status: device discovery and selection ([`device`]), the reliable
-//! connected queue-pair building blocks ([`conn`]: protection domain,
-//! completion queue, RC queue pairs moved to RTS with a GRH on RoCE), RDMA
-//! WRITE/READ and 64-bit FETCH_AND_ADD/CMP_AND_SWP work requests
-//! ([`rma`], [`atomic`]) with the byte-order self-test of fetched atomic
-//! results. The [`Transport`](super::Transport) implementation over them
-//! (connection handshake on first contact, SRQ messages) is not written
-//! yet: `ONESIDED_BACKEND=verbs` checks the device and says so.
+//! [`VerbsTransport`] (`transport.rs`) implements the seam over these
+//! parts, with the same file names as the other back-ends where they apply:
+//!
+//! | file | what |
+//! |---|---|
+//! | `device.rs` | device, port and GID discovery and choice (`ONESIDED_IB_DEVICE`) |
+//! | `conn.rs` | protection domain, memory regions, RC queue pairs (INIT/RTR/RTS, GRH on RoCE) |
+//! | `peers.rs` | connections on first contact, generations, re-connection after errors |
+//! | `handshake.rs` | the UD queue pair and the REQ/REP datagrams the target's progress serves |
+//! | `rma.rs` | RDMA WRITE (inline when small) and READ work requests |
+//! | `atomic.rs` | 64-bit FETCH_AND_ADD / CMP_AND_SWP, byte order of fetched results |
+//! | `msg.rs` | active messages: SEND into the shared receive queue |
+//! | `cq.rs` | the completion queue and its channel; work request ids with generations |
+//! | `ops.rs` | operations in flight (bounded table) |
+//! | `staging.rs` | registered staging slots for the local side of operations |
+//! | `caps.rs` | what the seam is told ([`Caps`](super::Caps)) |
 
 pub mod atomic;
 pub mod caps;
@@ -28,32 +36,7 @@ pub use transport::VerbsTransport;
 
 pub use device::{choose, devices, DeviceInfo, DeviceSpec, GidEntry, GidKind, PortInfo};
 
-use crate::error::{Error, Result};
-
-/// What `ONESIDED_BACKEND=verbs` does today: chooses the device, port and
-/// GID (`ONESIDED_IB_DEVICE`) and reports that the transport over it is
-/// not available in this build.
-///
-/// The error: no usable port (naming the device), or the transport missing.
-pub fn open_check() -> Error {
-    match choose_from_env() {
-        Err(e) => e,
-        Ok(c) => Error::backend(
-        device::BACKEND,
-        "open",
-        format!(
-            "opening {}:{} (GID index {} {})",
-            c.device.name,
-            c.port.port,
-            c.gid.index,
-            c.gid.text()
-        ),
-        nix::libc::ENOSYS,
-        "the native verbs transport is not complete in this build; use ONESIDED_BACKEND=ofi \
-         (ONESIDED_PROVIDER='verbs;ofi_rxm' for libfabric over this device)",
-        ),
-    }
-}
+use crate::error::Result;
 
 /// The device, port and GID `ONESIDED_IB_DEVICE` (or the automatic
 /// choice) names.

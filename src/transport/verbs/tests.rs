@@ -312,19 +312,27 @@ fn handshake_over_ud_connects_rc_queue_pairs() {
 }
 
 #[test]
-fn backend_verbs_reports_the_device_it_would_use_or_why_not() {
+fn backend_verbs_opens_the_device_or_says_why_not() {
+    use crate::transport::Transport;
     if std::env::var_os("ONESIDED_IB_DEVICE").is_some() {
         return skip("ONESIDED_IB_DEVICE is set; this test checks the automatic choice");
     }
-    let e = super::open_check().to_string();
+    let config = crate::config::Config::from_env().expect("config");
+    let opened = super::VerbsTransport::open(&config, 0);
     match devices() {
-        Ok(d) if d.is_empty() => assert!(e.contains("no RDMA device"), "{e}"),
+        Ok(d) if d.is_empty() => {
+            let e = opened.err().expect("no device: an error").to_string();
+            assert!(e.contains("no RDMA device"), "{e}");
+        }
         Ok(d) => {
-            let name = &d[0].name;
-            assert!(
-                e.contains(&format!("opening {name}:")) && e.contains("not complete"),
-                "{e}"
-            );
+            let t = opened.expect("the native transport opens on the device");
+            assert!(t.caps().name.starts_with(&format!("{}:", d[0].name)), "{:?}", t.caps().name);
+            // Nothing per peer at open: only our own loopback pair exists.
+            assert_eq!(t.peer_count(), 0);
+            assert_eq!(t.stats().connections, 1, "the loopback pair only");
+            // rxe returns atomic results in host order (the self-test ran).
+            assert_eq!(t.byte_order(), ByteOrder::Native);
+            assert!(t.caps().atomics.lock_word(), "rxe does 64-bit FADD and CSWAP");
         }
         Err(_) => {}
     }
