@@ -441,6 +441,55 @@ spmd_test!(get_accumulate_read_and_swap, &[2, 4], read_and_swap);
 spmd_test!(accumulate_ordering, &[2, 4], ordering);
 spmd_test!(accumulate_large_counts, &[2, 4], large);
 spmd_test!(accumulate_errors, &[2, 4], errors);
+spmd_test!(nic_atomics_are_counted, &[2, 4], nic_atomics);
+
+/// fetch_and_op(SUM) and compare_and_swap on an i64 window with the
+/// `accumulate_ops=same_op` hint, then the transport's counters: on the
+/// native verbs back-end the NIC carried them (64-bit FETCH_AND_ADD /
+/// CMP_AND_SWP work requests, one per call); on libfabric nothing is
+/// counted as such. Checks every value too. (Without the hint, a window
+/// whose type has operations the NIC lacks runs all of them in software,
+/// so that concurrent different operations stay atomic; docs/semantics.md.)
+fn nic_atomics() {
+    let world = World::init().expect("init");
+    let (rank, p) = (world.rank(), world.size());
+    let native = world.transport_caps().backend == "verbs";
+    let same_op = onesided::WindowInfo::new()
+        .accumulate_ops("same_op")
+        .unwrap();
+    let mut win = Window::<i64>::allocate_with(&world, 2, &same_op).expect("allocate");
+    let before = world.stats().transport;
+    win.lock_all().unwrap();
+    const N: usize = 20;
+    let owner = (rank + 1) % p;
+    for _ in 0..N {
+        win.fetch_and_op(owner, 0, 1, Op::Sum).unwrap();
+    }
+    // Rank r takes element 1 of its right neighbour from 0 to r + 1.
+    let old = win.compare_and_swap(owner, 1, 0, rank as i64 + 1).unwrap();
+    assert_eq!(old, 0, "rank {rank}: compare_and_swap saw {old}");
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    let left = (rank + p - 1) % p;
+    assert_eq!(win.local_to_vec().unwrap(), vec![N as i64, left as i64 + 1]);
+    let after = world.stats().transport;
+    let (fadd, cswap) = (
+        after.nic_fetch_add - before.nic_fetch_add,
+        after.nic_compare_swap - before.nic_compare_swap,
+    );
+    eprintln!("rank {rank}: NIC fetch-add {fadd}, compare-and-swap {cswap} (native: {native})");
+    if native {
+        // The lock_all/unlock_all epoch needs none; each call is one.
+        assert!(
+            fadd >= N as u64,
+            "rank {rank}: {fadd} NIC fetch-adds for {N} calls"
+        );
+        assert!(cswap >= 1, "rank {rank}: no NIC compare-and-swap");
+    } else {
+        assert_eq!((fadd, cswap), (0, 0));
+    }
+    win.free().unwrap();
+}
 
 /// The `FI_MR_LOCAL` paths of atomics (operands staged through registered
 /// slots, per-operation registration of large and request buffers), forced on

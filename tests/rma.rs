@@ -339,6 +339,36 @@ spmd_test!(
     untouched_peers_cost_nothing
 );
 spmd_test!(rkey_cache_of_one_entry, &[4], tiny_rkey_cache);
+spmd_test!(
+    no_connection_to_uncontacted_peers,
+    &[8],
+    connections_only_to_contacted_peers
+);
+
+/// At 8 ranks, after start-up, barriers and a window's creation and free,
+/// a rank has transport state (an address-vector entry; on native verbs a
+/// queue pair) only for the barrier's partners — r ± 1, r ± 2, r + 4 —
+/// never for r ± 3, which it never contacted and which never contacted it.
+fn connections_only_to_contacted_peers() {
+    let world = World::init().expect("init");
+    let rank = world.rank();
+    assert_eq!(world.size(), 8);
+    world.barrier().unwrap();
+    let mut win = Window::<u64>::allocate(&world, 8).expect("allocate");
+    world.barrier().unwrap();
+    win.free().unwrap();
+    let s = world.stats();
+    eprintln!(
+        "rank {rank}: transport state for {} of 7 peers, {} connections made",
+        s.address_vector_entries, s.transport.connections
+    );
+    assert!(
+        s.address_vector_entries <= 5,
+        "rank {rank}: state for {} peers, more than the barrier's 5 partners ({s:?})",
+        s.address_vector_entries
+    );
+    world.barrier().unwrap();
+}
 
 /// The async-progress test can fail: with the progress agent switched off
 /// (`ONESIDED_PROGRESS=manual`), rank 0's operations on tcp cannot complete

@@ -33,10 +33,16 @@ pub struct AtomicWindows<'w> {
 }
 
 impl<'w> AtomicWindows<'w> {
+    /// The integer window carries the `accumulate_ops=same_op` hint, as an
+    /// application that wants the NIC's atomics gives it: every operation
+    /// the back-end offers natively (on native verbs: 64-bit sum and
+    /// compare-and-swap) then runs on it even though others would not; on
+    /// back-ends that offer every operation it changes nothing.
     pub fn allocate(world: &'w World) -> onesided::Result<Self> {
+        let same_op = onesided::WindowInfo::new().accumulate_ops("same_op")?;
         Ok(AtomicWindows {
             acc: Window::allocate(world, 1)?,
-            int: Window::allocate(world, INT_WORDS)?,
+            int: Window::allocate_with(world, INT_WORDS, &same_op)?,
         })
     }
 
