@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs INSIDE the soft-RoCE guest (scripts/softroce-bench.sh boots it): in
 # one boot, Debian's perftest on rxe0 (the floor: raw verbs calls), then
-# onesided-bench on the native verbs back-end and over libfabric's
-# verbs;ofi_rxm, each REPEAT times, interleaved. Prints perftest's own
+# onesided-bench on the native verbs back-end (with its progress agent, the
+# default, and with ONESIDED_PROGRESS=manual, as perftest has no second
+# thread) and over libfabric's verbs;ofi_rxm, each REPEAT times, interleaved. Prints perftest's own
 # lines prefixed `PERFTEST <name>` and onesided-bench's JSON lines
 # prefixed `ONESIDED <back-end>`; the host script computes the ratios.
 set -u
@@ -40,9 +41,11 @@ for r in $(seq 1 "$reps"); do
     perf fadd_lat ib_atomic_lat -A FETCH_AND_ADD -n 2000
     perf cswap_lat ib_atomic_lat -A CMP_AND_SWAP -n 2000
     perf write_bw ib_write_bw -s 1048576 -n 200 --report_gbits
-    for be in native rxm; do
+    for be in native manual rxm; do
         if [ $be = native ]; then
             env="ONESIDED_BACKEND=verbs"
+        elif [ $be = manual ]; then
+            env="ONESIDED_BACKEND=verbs ONESIDED_PROGRESS=manual"
         else
             env="ONESIDED_BACKEND=ofi ONESIDED_PROVIDER=verbs;ofi_rxm"
         fi

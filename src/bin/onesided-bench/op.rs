@@ -52,7 +52,7 @@ pub enum Op {
     /// 8 B put + flush to rank 1, which puts it back when it sees it (half
     /// the round trip, as `ib_write_lat` reports).
     #[value(name = "put_pingpong")]
-    PutPingPong,
+    PutPingpong,
 }
 
 impl Op {
@@ -69,7 +69,7 @@ impl Op {
         Op::FopLat,
         Op::CasLat,
         Op::PscwLat,
-        Op::PutPingPong,
+        Op::PutPingpong,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,7 +86,7 @@ impl Op {
             Op::FopLat => "fop_lat",
             Op::CasLat => "cas_lat",
             Op::PscwLat => "pscw_lat",
-            Op::PutPingPong => "put_pingpong",
+            Op::PutPingpong => "put_pingpong",
         }
     }
 
@@ -126,7 +126,7 @@ impl Op {
     /// Whether the targets take part (collective synchronization; for
     /// `pscw_lat` only rank 1, the exposure side).
     pub fn collective(self) -> bool {
-        matches!(self, Op::FenceLat | Op::PscwLat | Op::PutPingPong)
+        matches!(self, Op::FenceLat | Op::PscwLat | Op::PutPingpong)
     }
 
     /// Whether the figure of merit is bandwidth.
@@ -142,7 +142,7 @@ impl Op {
             Op::AccRate => crate::atomics::ACC_BATCH,
             // A round trip is two one-way latencies: report one, as
             // `ib_write_lat` does.
-            Op::PutPingPong => 2,
+            Op::PutPingpong => 2,
             _ => 1,
         }
     }

@@ -201,7 +201,7 @@ impl<'w> Origin<'w> {
         iters: u64,
     ) -> onesided::Result<Duration> {
         let n = self.world.size();
-        if op == Op::PutPingPong {
+        if op == Op::PutPingpong {
             // Rank 1 reads its starting value before the first ping.
             self.world.barrier()?;
         }
@@ -249,7 +249,7 @@ impl<'w> Origin<'w> {
                     }
                     Mode::Raw => self.raw_lock_unlock()?,
                 },
-                Op::PutPingPong => {
+                Op::PutPingpong => {
                     let s = self.put1(mode, 1, 8).map(|()| self.last_stamp[1])?;
                     self.flush(mode, 1)?;
                     // The pong: rank 1 writes the same stamp into our window.
@@ -293,7 +293,7 @@ pub fn target_run(
         if world.rank() == 1 {
             pscw.target(win, mode, iters)?;
         }
-    } else if op == Op::PutPingPong {
+    } else if op == Op::PutPingpong {
         if world.rank() == 1 {
             pong(world, win, mode, iters)?;
         } else {
