@@ -119,7 +119,8 @@ impl World {
 
     fn start(config: Config) -> Result<World> {
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
-        Self::start_with(config, boot, crate::transport::open)
+        let rank = boot.rank();
+        Self::start_with(config, boot, |c| crate::transport::open(c, rank))
     }
 
     /// Starts this rank's part of the job on a bootstrap already joined,

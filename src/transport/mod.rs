@@ -137,6 +137,15 @@ pub struct TransportStats {
     pub bytes_read: u64,
     /// Operand bytes of [`TransportStats::atomics`].
     pub bytes_atomic: u64,
+    /// Atomics the NIC carried as 64-bit FETCH_AND_ADD (native verbs).
+    pub nic_fetch_add: u64,
+    /// Atomics the NIC carried as 64-bit CMP_AND_SWP (native verbs).
+    pub nic_compare_swap: u64,
+    /// Connections made (connection-oriented back-ends: queue pairs to
+    /// peers, counting both sides of each handshake once per process).
+    pub connections: u64,
+    /// Connections made again after an error.
+    pub reconnections: u64,
 }
 
 /// Largest message [`Transport::send`] accepts, in bytes, and the size of
@@ -322,11 +331,11 @@ pub type SharedTransport = Arc<dyn Transport>;
 /// The back-end cannot be opened here (no provider, no device, loopback
 /// outside a job of threads): the error names the back-end and what is
 /// missing.
-pub fn open(config: &crate::config::Config) -> Result<SharedTransport> {
+pub fn open(config: &crate::config::Config, rank: usize) -> Result<SharedTransport> {
     use crate::config::Backend;
     match config.backend {
         Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
-        Backend::Verbs => Err(verbs::open_check()),
+        Backend::Verbs => Ok(Arc::new(verbs::VerbsTransport::open(config, rank)?)),
         Backend::Loopback => Err(loopback::launched()),
     }
 }

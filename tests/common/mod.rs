@@ -390,8 +390,14 @@ pub fn job_command(name: &str, job: &Job) -> Command {
             cmd
         }
     };
-    cmd.env("ONESIDED_PROVIDER", &job.provider)
-        .env("ONESIDED_SHM", if job.direct { "1" } else { "0" })
+    if job.provider == "verbs-native" {
+        // The native ibverbs back-end (not libfabric's `verbs;ofi_rxm`).
+        cmd.env("ONESIDED_BACKEND", "verbs")
+            .env_remove("ONESIDED_PROVIDER");
+    } else {
+        cmd.env("ONESIDED_PROVIDER", &job.provider);
+    }
+    cmd.env("ONESIDED_SHM", if job.direct { "1" } else { "0" })
         .env("ONESIDED_TEST_LAUNCHER", job.launcher.name())
         .env("ONESIDED_TEST_RANKS", job.ranks.to_string());
     cmd

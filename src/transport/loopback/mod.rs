@@ -216,6 +216,8 @@ impl Transport for LoopbackTransport {
             bytes_written: get(&c.bytes_written),
             bytes_read: get(&c.bytes_read),
             bytes_atomic: get(&c.bytes_atomic),
+            // Connection-oriented counters: nothing to connect here.
+            ..TransportStats::default()
         }
     }
 

@@ -81,8 +81,12 @@ pub struct Hello {
     pub reply: bool,
     /// Rank of the sender.
     pub rank: u32,
-    /// Generation of the connection (chosen by the initiator).
+    /// Generation of the sender's queue pair (each new queue pair of a
+    /// process gets a newer one): a REQ older than the connection in place
+    /// is stale and ignored, a newer one replaces it.
     pub generation: u16,
+    /// In a REP: the generation of the REQ it answers (0 in a REQ).
+    pub answers: u16,
     /// The sender's RC queue pair.
     pub qp: QpAddr,
     /// The sender's UD queue pair (where the REP goes).
@@ -91,7 +95,7 @@ pub struct Hello {
 
 impl Hello {
     /// Encoded length.
-    pub const LEN: usize = 4 + 1 + 4 + 2 + QpAddr::LEN + 4;
+    pub const LEN: usize = 4 + 1 + 4 + 2 + 2 + QpAddr::LEN + 4;
     const MAGIC: [u8; 4] = *b"OSHS";
 
     /// Encodes.
@@ -101,8 +105,9 @@ impl Hello {
         b[4] = u8::from(self.reply);
         b[5..9].copy_from_slice(&self.rank.to_le_bytes());
         b[9..11].copy_from_slice(&self.generation.to_le_bytes());
-        b[11..11 + QpAddr::LEN].copy_from_slice(&self.qp.encode());
-        b[11 + QpAddr::LEN..].copy_from_slice(&self.ud_qpn.to_le_bytes());
+        b[11..13].copy_from_slice(&self.answers.to_le_bytes());
+        b[13..13 + QpAddr::LEN].copy_from_slice(&self.qp.encode());
+        b[13 + QpAddr::LEN..].copy_from_slice(&self.ud_qpn.to_le_bytes());
         b
     }
 
@@ -112,12 +117,13 @@ impl Hello {
         if b[..4] != Self::MAGIC || b[4] > 1 {
             return None;
         }
-        let u = &b[11 + QpAddr::LEN..];
+        let u = &b[13 + QpAddr::LEN..];
         Some(Hello {
             reply: b[4] == 1,
             rank: u32::from_le_bytes([b[5], b[6], b[7], b[8]]),
             generation: u16::from_le_bytes([b[9], b[10]]),
-            qp: QpAddr::decode(&b[11..11 + QpAddr::LEN])?,
+            answers: u16::from_le_bytes([b[11], b[12]]),
+            qp: QpAddr::decode(&b[13..13 + QpAddr::LEN])?,
             ud_qpn: u32::from_le_bytes([u[0], u[1], u[2], u[3]]),
         })
     }

@@ -16,9 +16,15 @@ pub mod cq;
 pub mod device;
 pub mod handshake;
 pub mod msg;
+mod ops;
+mod peers;
 pub mod rma;
+mod staging;
 #[cfg(test)]
 mod tests;
+mod transport;
+
+pub use transport::VerbsTransport;
 
 pub use device::{choose, devices, DeviceInfo, DeviceSpec, GidEntry, GidKind, PortInfo};
 

@@ -22,7 +22,7 @@ pub struct Srq {
     pub(crate) srq: *mut ffi::ibv_srq,
     // The region before the memory it covers.
     mr: Mr,
-    slab: Box<[u8]>,
+    slab: crate::transport::Memory<'static>,
     buf_len: usize,
     count: usize,
     _dev: Arc<Device>,
@@ -64,11 +64,19 @@ impl Srq {
         let total = count
             .checked_mul(buf_len)
             .ok_or_else(|| Error::InvalidArgument("receive slab size overflows".into()))?;
-        let mut slab = vec![0u8; total].into_boxed_slice();
+        let slab = match crate::transport::Memory::allocate(total) {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: srq has no queue pair; destroyed once.
+                unsafe { ffi::ibv_destroy_srq(srq) };
+                return Err(e);
+            }
+        };
         // SAFETY: the slab lives in the Srq, which drops the region first
-        // (field order) and the slab last; only the device writes it
-        // between posting a buffer and its completion.
-        let mr = match unsafe { Mr::register(dev, slab.as_mut_ptr(), total, Access::LOCAL) } {
+        // (field order) and the slab last; the device writes it between
+        // posting a buffer and its completion, and it is read only through
+        // `Memory`'s copies.
+        let mr = match unsafe { Mr::register(dev, slab.as_ptr(), total, Access::LOCAL) } {
             Ok(m) => m,
             Err(e) => {
                 // SAFETY: srq has no queue pair; destroyed once.
@@ -146,13 +154,13 @@ impl Srq {
         Ok(())
     }
 
-    /// The first `len` bytes of buffer `i`, after its receive completed
-    /// and before it is posted again.
-    pub fn message(&self, i: usize, len: usize) -> Option<&[u8]> {
-        if i >= self.count || len > self.buf_len {
+    /// Copies the first `out.len()` bytes of buffer `i` into `out` (after
+    /// its receive completed and before it is posted again).
+    pub fn message(&self, i: usize, out: &mut [u8]) -> Option<()> {
+        if i >= self.count || out.len() > self.buf_len {
             return None;
         }
-        self.slab.get(i * self.buf_len..i * self.buf_len + len)
+        self.slab.read(i * self.buf_len, out).ok()
     }
 }
 

@@ -1,0 +1,886 @@
+//! [`VerbsTransport`]: the seam's [`Transport`] over native ibverbs.
+//!
+//! * **One device, one completion queue, one shared receive queue** per
+//!   process (sized from the device limits), a UD queue pair for the
+//!   connection handshake, a pool of registered staging slots.
+//! * **Connections on first contact** ([`peers`](super::peers)): an RC queue
+//!   pair per peer this process contacted or that contacted it, made by a
+//!   REQ/REP handshake over UD that the target's progress serves. After an
+//!   error completion the pair is made again on the next operation, under a
+//!   newer generation; completions of the old pair are rejected.
+//! * **Data path**: RDMA WRITE (inline up to the queue pair's
+//!   `max_inline_data`), RDMA READ, and the NIC's 64-bit FETCH_AND_ADD and
+//!   CMP_AND_SWP for aligned `u64`/`i64` sum and compare-and-swap (the
+//!   window lock word included). Every other atomic is refused here; the
+//!   layers above route it to the software path, as [`Caps`] says.
+//! * **Completion**: a completion on an RC queue pair means the target's
+//!   NIC acknowledged the operation, i.e. it was placed in the target's
+//!   memory ([`RemoteCompletion::Acknowledged`]): a blocking put returns
+//!   remotely complete and a flush waits for completions only.
+//! * **Messages**: SEND into the SRQ's buffers; `rnr_retry` 7 makes a
+//!   sender wait, not fail, if a receiver ever ran out of buffers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use super::atomic::ByteOrder;
+use super::conn::{Access, Device, Mr, RcQp};
+use super::cq::{Cq, OpKind, Wc, WrId};
+use super::device::BACKEND;
+use super::handshake::{Card, Ud};
+use super::msg::Srq;
+use super::ops::{Op, OpTable};
+use super::peers::Peer;
+use super::rma::Local;
+use super::staging::{Staging, SLOT_BYTES};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::progress::wait::Waiter;
+use crate::transport::inflight::Sink;
+use crate::transport::{
+    Atomic, AtomicOp, Caps, Completion, Datatype, InFlight, Memory, Receiver, Registration,
+    RemoteAddr, Transport, TransportStats, MAX_MESSAGE, RECV_BUFFERS,
+};
+
+/// Handshake receive buffers (UD).
+const HANDSHAKE_BUFFERS: usize = 32;
+/// Send queue depth of each RC queue pair.
+const SEND_WR: u32 = 1024;
+
+/// Counters (relaxed: statistics only).
+#[derive(Default)]
+pub(super) struct Counters {
+    pub writes: AtomicU64,
+    pub reads: AtomicU64,
+    pub atomics: AtomicU64,
+    pub fetch_add: AtomicU64,
+    pub compare_swap: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub sends: AtomicU64,
+    pub send_bytes: AtomicU64,
+    pub received: AtomicU64,
+    pub dropped: AtomicU64,
+    pub connections: AtomicU64,
+    pub reconnections: AtomicU64,
+}
+
+/// The native verbs back-end.
+pub struct VerbsTransport {
+    // Drop order: operations (their sinks) and queue pairs before the
+    // queues and regions they use, those before the device.
+    pub(super) ops: OpTable,
+    pub(super) peers: Mutex<HashMap<usize, Peer>>,
+    pub(super) ud: Ud,
+    pub(super) srq: Srq,
+    pub(super) staging: Staging,
+    pub(super) cq: Arc<Cq>,
+    pub(super) dev: Arc<Device>,
+    pub(super) rank: usize,
+    pub(super) timeout: Option<std::time::Duration>,
+    pub(super) next_generation: AtomicU16,
+    pub(super) order: ByteOrder,
+    pub(super) counters: Counters,
+    receiver: RwLock<Option<Arc<dyn Receiver>>>,
+    card: Vec<u8>,
+    caps: Caps,
+}
+
+fn unsupported(what: String) -> Error {
+    Error::backend(
+        BACKEND,
+        "atomic",
+        what,
+        nix::libc::ENOTSUP,
+        "the NIC offers 64-bit fetch-and-add and compare-and-swap on 8-byte-aligned \
+         u64/i64 only; the layers above route other atomics to the software path",
+    )
+}
+
+impl VerbsTransport {
+    /// Opens the device `ONESIDED_IB_DEVICE` names (or the automatic
+    /// choice) for rank `rank`: protection domain, completion queue with
+    /// its channel, shared receive queue, handshake queue pair, staging
+    /// pool, and the byte-order self-test of fetched atomics.
+    ///
+    /// # Errors
+    /// No usable port (naming the device), or a verbs call failing.
+    pub fn open(config: &Config, rank: usize) -> Result<VerbsTransport> {
+        let choice = super::choose_from_env()?;
+        let dev = Device::open(choice)?;
+        let d = &dev.choice.device;
+        let cq_entries = (SEND_WR as usize * 4 + RECV_BUFFERS + HANDSHAKE_BUFFERS + 64)
+            .min(d.max_cqe.max(1) as usize);
+        let cq = Cq::new(&dev, u32::try_from(cq_entries).unwrap_or(4096), true)?;
+        let srq = Srq::new(&dev, RECV_BUFFERS, MAX_MESSAGE)?;
+        let ud = Ud::new(&dev, &cq, HANDSHAKE_BUFFERS)?;
+        let staging = Staging::new(&dev)?;
+        let card = Card {
+            gid: dev.choice.gid.gid,
+            lid: dev.choice.port.lid,
+            ud_qpn: ud.qpn,
+        }
+        .encode();
+        let mut t = VerbsTransport {
+            ops: OpTable::new(config.rma_slots),
+            peers: Mutex::new(HashMap::new()),
+            ud,
+            srq,
+            staging,
+            cq,
+            caps: super::caps::caps(&dev.choice.device, dev.choice.port.port, 0, usize::MAX),
+            dev,
+            rank,
+            timeout: config.timeout,
+            next_generation: AtomicU16::new(1),
+            order: ByteOrder::Native,
+            counters: Counters::default(),
+            receiver: RwLock::new(None),
+            card,
+        };
+        // Our own pair: the loopback connection for operations on oneself,
+        // and the byte-order self-test of fetched atomic results.
+        let me = t.self_pair()?;
+        let inline = me.qp.max_inline as usize;
+        t.caps = super::caps::caps(
+            &t.dev.choice.device,
+            t.dev.choice.port.port,
+            inline,
+            usize::MAX,
+        );
+        if t.dev.choice.device.has_atomics() {
+            t.order = t.probe_byte_order(&me.qp, me.generation)?;
+        }
+        t.peers
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(t.rank, me);
+        Ok(t)
+    }
+
+    /// A fetch-add of 0 on a known word over our own connection: the
+    /// fetched value tells whether this NIC returns atomic results in
+    /// host or in swapped byte order.
+    fn probe_byte_order(&self, qp: &RcQp, generation: u16) -> Result<ByteOrder> {
+        let word = Memory::allocate(8)?;
+        word.store_u64(0, super::atomic::PROBE)?;
+        let access = Access {
+            remote_write: true,
+            remote_read: true,
+            remote_atomic: true,
+        };
+        // SAFETY: `word` outlives the region (dropped after `mr` below) and
+        // is accessed only through `Memory`'s copies.
+        let mr = unsafe { Mr::register(&self.dev, word.as_ptr(), 8, access)? };
+        let done = Arc::new(Completion::new());
+        let result = InFlight::new::<u8, Vec<u8>>(vec![0u8; 8], Some(done.clone()));
+        let slot = self.take_slot()?;
+        let local = self.staging.local(slot, 8)?;
+        let dst = RemoteAddr {
+            addr: mr.addr,
+            key: u64::from(mr.rkey),
+        };
+        self.post_op(
+            qp,
+            generation,
+            Op {
+                target: self.rank,
+                generation,
+                kind: OpKind::FetchAdd,
+                slot: Some(slot),
+                sink: result.sink(),
+                at: 0,
+                copy: 8,
+                atomic_result: false,
+            },
+            |qp, id| qp.post_fetch_add(id, local, dst, 0),
+        )?;
+        self.wait(&done, &|| "the atomic byte-order self-test".to_string())?;
+        let v = result
+            .into_inner::<Vec<u8>>()
+            .map_err(|_| Error::InvalidArgument("byte-order probe still in flight".into()))?;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(v.get(..8).unwrap_or(&[0; 8]));
+        drop(mr);
+        ByteOrder::detect(u64::from_ne_bytes(b))
+    }
+
+    /// Byte order of fetched atomic results on this NIC (self-test).
+    pub fn byte_order(&self) -> ByteOrder {
+        self.order
+    }
+
+    /// A staging slot, driving progress until one frees (bounded).
+    pub(super) fn take_slot(&self) -> Result<usize> {
+        if let Some(s) = self.staging.try_take() {
+            return Ok(s);
+        }
+        let what = || "a free staging slot (operations are not completing)".to_string();
+        let mut w = Waiter::new(self.timeout, &what);
+        loop {
+            self.progress()?;
+            if let Some(s) = self.staging.try_take() {
+                return Ok(s);
+            }
+            w.step()?;
+        }
+    }
+
+    /// Records `op` and posts it with `post(qp, wr_id)`; the op's sink
+    /// counts one part from here until its completion is read. A full op
+    /// table or send queue drives progress and retries (bounded); a post
+    /// that fails gives the slot back and counts the part done.
+    pub(super) fn post_op(
+        &self,
+        qp: &RcQp,
+        generation: u16,
+        op: Op,
+        mut post: impl FnMut(&RcQp, u64) -> Result<()>,
+    ) -> Result<()> {
+        let kind = op.kind;
+        let target = op.target;
+        op.sink.add();
+        let mut op = op;
+        let what = || format!("posting to rank {target} (queue full; is the peer alive?)");
+        let mut w = Waiter::new(self.timeout, &what);
+        let slot = loop {
+            match self.ops.insert(op) {
+                Ok(s) => break s,
+                Err(back) => {
+                    op = back;
+                    let r = self.progress().and_then(|_| w.step());
+                    if let Err(e) = r {
+                        self.abandon(op);
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        let id = WrId {
+            generation,
+            kind,
+            slot,
+        }
+        .encode()
+        .ok_or_else(|| Error::InvalidArgument("op slot does not fit a work request id".into()));
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some(op) = self.ops.cancel(slot) {
+                    self.abandon(op);
+                }
+                return Err(e);
+            }
+        };
+        loop {
+            match post(qp, id) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.errno() == Some(nix::libc::ENOMEM) => {
+                    // The send queue is full: completions free it.
+                    if let Err(e2) = self.progress().and_then(|_| w.step()) {
+                        if let Some(op) = self.ops.cancel(slot) {
+                            self.abandon(op);
+                        }
+                        return Err(e2);
+                    }
+                }
+                Err(e) => {
+                    if let Some(op) = self.ops.cancel(slot) {
+                        self.abandon(op);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// An op that was never posted: its part counted done, its slot back.
+    fn abandon(&self, op: Op) {
+        if let Some(s) = op.slot {
+            self.staging.give(s);
+        }
+        op.sink.deliver(0, &[]);
+    }
+
+    /// Applies one completion.
+    fn complete(&self, wc: &Wc) {
+        let Some(id) = WrId::decode(wc.wr_id) else {
+            self.ops.take(u64::MAX, 0);
+            return;
+        };
+        match id.kind {
+            OpKind::Handshake => {
+                if wc.opcode == rdma_sys::IBV_WC_RECV {
+                    let slot = usize::try_from(id.slot).unwrap_or(usize::MAX);
+                    let hello = (wc.status == rdma_sys::IBV_WC_SUCCESS)
+                        .then(|| self.ud.datagram(slot, wc.byte_len as usize))
+                        .flatten();
+                    if let Err(e) = self.ud.repost(slot) {
+                        tracing::warn!("reposting a handshake buffer: {e}");
+                    }
+                    if let Some(h) = hello {
+                        self.on_hello(&h);
+                    }
+                }
+            }
+            OpKind::Recv if wc.opcode == rdma_sys::IBV_WC_RECV => self.on_message(wc, id),
+            _ => self.on_op(wc, id),
+        }
+    }
+
+    fn on_op(&self, wc: &Wc, id: WrId) {
+        let Some(op) = self.ops.take(id.slot, id.generation) else {
+            return;
+        };
+        if wc.status != rdma_sys::IBV_WC_SUCCESS {
+            let gone = matches!(
+                wc.status,
+                rdma_sys::IBV_WC_RETRY_EXC_ERR | rdma_sys::IBV_WC_RNR_RETRY_EXC_ERR
+            );
+            let message = format!(
+                "{:?} to rank {} failed: {} (status {}){}",
+                op.kind,
+                op.target,
+                wc.status_text(),
+                wc.status,
+                if gone { "; the peer does not answer" } else { "" }
+            );
+            self.broken(op.target, op.generation, &message);
+            if let Some(s) = op.slot {
+                self.staging.give(s);
+            }
+            op.sink.fail(message);
+            return;
+        }
+        if op.copy > 0 {
+            let mut bytes = vec![0u8; op.copy];
+            let drained = match op.slot {
+                Some(s) => self.staging.drain(s, &mut bytes),
+                None => Err(Error::InvalidArgument("a fetch without a slot".into())),
+            };
+            if let Some(s) = op.slot {
+                self.staging.give(s);
+            }
+            match drained {
+                Ok(()) => {
+                    if op.atomic_result {
+                        for w in bytes.chunks_exact_mut(8) {
+                            let mut b = [0u8; 8];
+                            b.copy_from_slice(w);
+                            w.copy_from_slice(&self.order.fix(u64::from_ne_bytes(b)).to_ne_bytes());
+                        }
+                    }
+                    op.sink.deliver(op.at, &bytes);
+                }
+                Err(e) => op.sink.fail(e.to_string()),
+            }
+        } else {
+            if let Some(s) = op.slot {
+                self.staging.give(s);
+            }
+            op.sink.deliver(0, &[]);
+        }
+    }
+
+    fn on_message(&self, wc: &Wc, id: WrId) {
+        let slot = usize::try_from(id.slot).unwrap_or(usize::MAX);
+        let len = wc.byte_len as usize;
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let ok = wc.status == rdma_sys::IBV_WC_SUCCESS
+            && len <= MAX_MESSAGE
+            && self.srq.message(slot, &mut buf[..len]).is_some();
+        if let Err(e) = self.srq.repost(slot) {
+            tracing::warn!("reposting a receive buffer: {e}");
+        }
+        if !ok {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let receiver = self.receiver.read().ok().and_then(|r| r.clone());
+        let Some(receiver) = receiver else {
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        self.counters.received.fetch_add(1, Ordering::Relaxed);
+        if let Some((to, n)) = receiver.receive(&mut buf, len) {
+            let reply = buf.get(..n).unwrap_or(&[]);
+            let sent = if self.is_connected(to) {
+                Ok(())
+            } else {
+                receiver.resolve(to)
+            }
+            .and_then(|()| self.post_send(to, reply, Sink::counter(Arc::new(Completion::new()))));
+            if let Err(e) = sent {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("a reply to rank {to} could not be sent: {e}");
+            }
+        }
+    }
+
+    /// Posts a SEND of `bytes` to `target` (copied: `bytes` may be reused
+    /// at once); `sink` counts it.
+    fn post_send(&self, target: usize, bytes: &[u8], sink: Sink) -> Result<()> {
+        if bytes.len() > MAX_MESSAGE {
+            return Err(Error::InvalidArgument(format!(
+                "a message of {} bytes exceeds the {MAX_MESSAGE}-byte limit",
+                bytes.len()
+            )));
+        }
+        let (qp, generation) = self.qp_for(target)?;
+        let slot = self.take_slot()?;
+        self.staging.fill(slot, bytes)?;
+        let local = self.staging.local(slot, bytes.len())?;
+        self.counters.sends.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .send_bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.post_op(
+            &qp,
+            generation,
+            Op {
+                target,
+                generation,
+                kind: OpKind::Send,
+                slot: Some(slot),
+                sink,
+                at: 0,
+                copy: 0,
+                atomic_result: false,
+            },
+            |qp, id| qp.post_send(id, local),
+        )
+    }
+
+    /// Writes `data` (chunked by slots) to `dst`; `sink` counts each chunk.
+    fn post_writes(&self, target: usize, data: &[u8], dst: RemoteAddr, sink: &Sink) -> Result<()> {
+        let (qp, generation) = self.qp_for(target)?;
+        let inline = qp.max_inline as usize;
+        if data.len() <= inline && !data.is_empty() {
+            let local = Local {
+                addr: data.as_ptr() as u64,
+                len: u32::try_from(data.len()).unwrap_or(0),
+                lkey: 0,
+            };
+            self.count_write(data.len());
+            return self.post_op(
+                &qp,
+                generation,
+                self.op(target, generation, OpKind::Write, None, sink.clone()),
+                // Inline: the device copies `data` during the post.
+                |qp, id| qp.post_write(id, local, dst),
+            );
+        }
+        let chunks: Vec<&[u8]> = if data.is_empty() {
+            vec![data]
+        } else {
+            data.chunks(SLOT_BYTES).collect()
+        };
+        let mut off = 0u64;
+        for chunk in chunks {
+            let slot = self.take_slot()?;
+            if let Err(e) = self.staging.fill(slot, chunk) {
+                self.staging.give(slot);
+                return Err(e);
+            }
+            let local = self.staging.local(slot, chunk.len())?;
+            let at = RemoteAddr {
+                addr: dst.addr.wrapping_add(off),
+                key: dst.key,
+            };
+            self.count_write(chunk.len());
+            self.post_op(
+                &qp,
+                generation,
+                self.op(target, generation, OpKind::Write, Some(slot), sink.clone()),
+                |qp, id| qp.post_write(id, local, at),
+            )?;
+            off += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn count_write(&self, n: usize) {
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn op(&self, target: usize, generation: u16, kind: OpKind, slot: Option<usize>, sink: Sink) -> Op {
+        Op {
+            target,
+            generation,
+            kind,
+            slot,
+            sink,
+            at: 0,
+            copy: 0,
+            atomic_result: false,
+        }
+    }
+
+    /// Reads `len` bytes from `src` (chunked by slots) into `dst` from
+    /// byte `at` on.
+    fn post_reads(&self, target: usize, len: usize, src: RemoteAddr, dst: &InFlight) -> Result<()> {
+        let (qp, generation) = self.qp_for(target)?;
+        let mut off = 0usize;
+        while off < len || (len == 0 && off == 0) {
+            let n = (len - off).min(SLOT_BYTES);
+            let slot = self.take_slot()?;
+            let local = self.staging.local(slot, n)?;
+            let from = RemoteAddr {
+                addr: src.addr.wrapping_add(off as u64),
+                key: src.key,
+            };
+            self.counters.reads.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .bytes_read
+                .fetch_add(n as u64, Ordering::Relaxed);
+            let mut op = self.op(target, generation, OpKind::Read, Some(slot), dst.sink());
+            op.at = off;
+            op.copy = n;
+            self.post_op(&qp, generation, op, |qp, id| qp.post_read(id, local, from))?;
+            if len == 0 {
+                break;
+            }
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Checks that `what` on `dst` is one the NIC does.
+    fn check_native(&self, op: AtomicOp, datatype: Datatype, dst: RemoteAddr, n: usize) -> Result<()> {
+        if !self.caps.native_atomics || !super::atomic::native(op, datatype, dst.addr) {
+            return Err(unsupported(format!(
+                "{op:?} on {datatype:?} at {:#x} ({n} elements)",
+                dst.addr
+            )));
+        }
+        Ok(())
+    }
+
+    /// Posts one FETCH_AND_ADD per element of `data` (u64 words); the
+    /// fetched values go to `result` when given.
+    fn post_fetch_adds(
+        &self,
+        target: usize,
+        data: &[u8],
+        dst: RemoteAddr,
+        sink: &Sink,
+        fetch: bool,
+    ) -> Result<()> {
+        let (qp, generation) = self.qp_for(target)?;
+        for (i, w) in data.chunks_exact(8).enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            let add = u64::from_le_bytes(b);
+            let slot = self.take_slot()?;
+            let local = self.staging.local(slot, 8)?;
+            let at = RemoteAddr {
+                addr: dst.addr.wrapping_add(8 * i as u64),
+                key: dst.key,
+            };
+            let mut op = self.op(target, generation, OpKind::FetchAdd, Some(slot), sink.clone());
+            if fetch {
+                op.at = 8 * i;
+                op.copy = 8;
+                op.atomic_result = true;
+            }
+            self.counters.atomics.fetch_add(1, Ordering::Relaxed);
+            self.counters.fetch_add.fetch_add(1, Ordering::Relaxed);
+            self.post_op(&qp, generation, op, |qp, id| qp.post_fetch_add(id, local, at, add))?;
+        }
+        Ok(())
+    }
+
+    fn atomic_args(&self, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()> {
+        self.check_native(what.op, what.datatype, dst, what.count)?;
+        if what.op != AtomicOp::Sum || data.len() != 8 * what.count {
+            return Err(unsupported(format!(
+                "{:?} of {} bytes for {} elements",
+                what.op,
+                data.len(),
+                what.count
+            )));
+        }
+        Ok(())
+    }
+
+    fn block_on(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
+        self.wait(done, what)
+    }
+
+    /// A blocking read into `out` through a temporary result buffer.
+    fn fetch_into(
+        &self,
+        out: &mut [u8],
+        what: &dyn Fn() -> String,
+        post: impl FnOnce(&InFlight) -> Result<()>,
+    ) -> Result<()> {
+        let done = Arc::new(Completion::new());
+        let buf = InFlight::new::<u8, Vec<u8>>(vec![0u8; out.len()], Some(done.clone()));
+        post(&buf)?;
+        self.block_on(&done, what)?;
+        buf.completion().check(what)?;
+        let v = buf
+            .into_inner::<Vec<u8>>()
+            .map_err(|_| Error::InvalidArgument("a completed read is still in flight".into()))?;
+        out.copy_from_slice(v.get(..out.len()).unwrap_or(&[]));
+        Ok(())
+    }
+}
+
+pub(super) fn poisoned() -> Error {
+    Error::InvalidArgument("verbs peer table lock poisoned".into())
+}
+
+impl Transport for VerbsTransport {
+    fn stats(&self) -> TransportStats {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        TransportStats {
+            ops_in_flight: self.ops.in_flight(),
+            rejected_completions: self.ops.rejected(),
+            sends: l(&c.sends),
+            send_bytes: l(&c.send_bytes),
+            messages_received: l(&c.received),
+            messages_dropped: l(&c.dropped),
+            op_slots: self.ops.capacity(),
+            op_slots_exhausted: self.ops.exhausted(),
+            writes: l(&c.writes),
+            reads: l(&c.reads),
+            atomics: l(&c.atomics),
+            bytes_written: l(&c.bytes_written),
+            bytes_read: l(&c.bytes_read),
+            bytes_atomic: 8 * l(&c.atomics),
+            nic_fetch_add: l(&c.fetch_add),
+            nic_compare_swap: l(&c.compare_swap),
+            connections: l(&c.connections),
+            reconnections: l(&c.reconnections),
+        }
+    }
+
+    fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    fn card(&self) -> &[u8] {
+        &self.card
+    }
+
+    fn connect(&self, rank: usize, card: &[u8]) -> Result<()> {
+        if rank == self.rank {
+            return Ok(());
+        }
+        let card = Card::decode(card, rank)?;
+        self.ensure(rank, Some(card)).map(|_| ())
+    }
+
+    fn is_connected(&self, rank: usize) -> bool {
+        self.peers
+            .lock()
+            .map(|p| p.contains_key(&rank))
+            .unwrap_or(false)
+    }
+
+    fn peer_count(&self) -> usize {
+        // Our own loopback pair is not a peer.
+        self.peers
+            .lock()
+            .map(|p| p.keys().filter(|&&r| r != self.rank).count())
+            .unwrap_or(0)
+    }
+
+    fn register(&self, mem: &Memory<'_>) -> Result<Registration> {
+        let access = Access {
+            remote_write: true,
+            remote_read: true,
+            remote_atomic: self.dev.choice.device.has_atomics(),
+        };
+        if mem.is_empty() {
+            // Nothing can be accessed; a one-page region of our own keeps
+            // the key valid.
+            let own = Memory::allocate(8)?;
+            // SAFETY: `own` is kept in the registration's handle after the
+            // region (tuple drop order: region first).
+            let mr = unsafe { Mr::register(&self.dev, own.as_ptr(), 8, access)? };
+            let key = u64::from(mr.rkey);
+            return Ok(Registration::new(key, mem.addr(), Box::new((mr, own))));
+        }
+        // SAFETY: the caller's `Memory` is registered for as long as the
+        // returned registration lives, and a window's registration holds
+        // its memory (`Registration::holding`); peers' writes reach it only
+        // through the device, and the library reads it only through
+        // `Memory`'s copies.
+        let mr = unsafe { Mr::register(&self.dev, mem.as_ptr(), mem.len(), access)? };
+        let key = u64::from(mr.rkey);
+        Ok(Registration::new(key, mem.addr(), Box::new(mr)))
+    }
+
+    fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
+        let done = Arc::new(Completion::new());
+        self.post_writes(target, data, dst, &Sink::counter(done.clone()))?;
+        let what = || format!("a put of {} bytes to rank {target}", data.len());
+        self.block_on(&done, &what)
+    }
+
+    fn get(&self, target: usize, buf: &mut [u8], src: RemoteAddr) -> Result<()> {
+        let len = buf.len();
+        let what = || format!("a get of {len} bytes from rank {target}");
+        self.fetch_into(buf, &what, |b| self.post_reads(target, len, src, b))
+    }
+
+    fn put_async(&self, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()> {
+        let mut data = vec![0u8; src.len()];
+        // SAFETY: the InFlight owns its buffer (alive while `src` is) and
+        // nobody writes it while a put from it is being posted.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), data.as_mut_ptr(), data.len()) };
+        self.post_writes(target, &data, dst, &src.sink())
+    }
+
+    fn get_async(&self, target: usize, dst: &InFlight, src: RemoteAddr) -> Result<()> {
+        self.post_reads(target, dst.len(), src, dst)
+    }
+
+    fn put_signal(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
+        self.put(target, &value.to_ne_bytes(), dst)
+    }
+
+    fn atomic(&self, target: usize, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()> {
+        self.atomic_args(what, data, dst)?;
+        let done = Arc::new(Completion::new());
+        self.post_fetch_adds(target, data, dst, &Sink::counter(done.clone()), false)?;
+        let w = || format!("an atomic {:?} of {} elements at rank {target}", what.op, what.count);
+        self.block_on(&done, &w)
+    }
+
+    fn fetch_atomic(
+        &self,
+        target: usize,
+        what: Atomic,
+        data: &[u8],
+        result: &mut [u8],
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        self.atomic_args(what, data, dst)?;
+        if result.len() != data.len() {
+            return Err(Error::InvalidArgument(format!(
+                "fetch_atomic: result of {} bytes for {} bytes of operands",
+                result.len(),
+                data.len()
+            )));
+        }
+        let w = || format!("a fetching atomic {:?} at rank {target}", what.op);
+        self.fetch_into(result, &w, |b| {
+            self.post_fetch_adds(target, data, dst, &b.sink(), true)
+        })
+    }
+
+    fn compare_atomic(
+        &self,
+        target: usize,
+        datatype: Datatype,
+        compare: &[u8],
+        swap: &[u8],
+        result: &mut [u8],
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        self.check_native(AtomicOp::Cswap, datatype, dst, 1)?;
+        let word = |b: &[u8]| -> Result<u64> {
+            let a: [u8; 8] = b
+                .try_into()
+                .map_err(|_| Error::InvalidArgument("compare-and-swap needs 8-byte operands".into()))?;
+            Ok(u64::from_le_bytes(a))
+        };
+        let (c, s) = (word(compare)?, word(swap)?);
+        if result.len() != 8 {
+            return Err(Error::InvalidArgument("compare-and-swap needs an 8-byte result".into()));
+        }
+        let w = || format!("a compare-and-swap at rank {target}");
+        self.fetch_into(result, &w, |b| {
+            let (qp, generation) = self.qp_for(target)?;
+            let slot = self.take_slot()?;
+            let local = self.staging.local(slot, 8)?;
+            let mut op = self.op(target, generation, OpKind::CmpSwap, Some(slot), b.sink());
+            op.copy = 8;
+            op.atomic_result = true;
+            self.counters.atomics.fetch_add(1, Ordering::Relaxed);
+            self.counters.compare_swap.fetch_add(1, Ordering::Relaxed);
+            self.post_op(&qp, generation, op, |qp, id| qp.post_cmp_swap(id, local, dst, c, s))
+        })
+    }
+
+    fn atomic_async(
+        &self,
+        target: usize,
+        what: Atomic,
+        src: &InFlight,
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        let mut data = vec![0u8; src.len()];
+        // SAFETY: as in `put_async`.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), data.as_mut_ptr(), data.len()) };
+        self.atomic_args(what, &data, dst)?;
+        self.post_fetch_adds(target, &data, dst, &src.sink(), false)
+    }
+
+    fn fetch_atomic_async(
+        &self,
+        target: usize,
+        what: Atomic,
+        data: Vec<u8>,
+        result: &InFlight,
+        dst: RemoteAddr,
+    ) -> Result<()> {
+        self.atomic_args(what, &data, dst)?;
+        if result.len() != data.len() {
+            return Err(Error::InvalidArgument(format!(
+                "fetch_atomic: result of {} bytes for {} bytes of operands",
+                result.len(),
+                data.len()
+            )));
+        }
+        self.post_fetch_adds(target, &data, dst, &result.sink(), true)
+    }
+
+    fn send(&self, target: usize, bytes: &[u8]) -> Result<()> {
+        let done = Arc::new(Completion::new());
+        self.post_send(target, bytes, Sink::counter(done.clone()))?;
+        let what = || format!("a message of {} bytes to rank {target}", bytes.len());
+        self.block_on(&done, &what)
+    }
+
+    fn set_receiver(&self, receiver: Arc<dyn Receiver>) {
+        if let Ok(mut r) = self.receiver.write() {
+            *r = Some(receiver);
+        }
+    }
+
+    fn progress(&self) -> Result<usize> {
+        let wcs = self.cq.poll(32)?;
+        for wc in &wcs {
+            self.complete(wc);
+        }
+        Ok(wcs.len())
+    }
+
+    fn event_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.cq
+            .event_fd()
+            .iter()
+            // SAFETY: the fd belongs to the completion channel, which lives
+            // as long as the CQ, i.e. as long as `self`.
+            .map(|&fd| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
+            .collect()
+    }
+
+    fn arm(&self) -> Result<bool> {
+        self.cq.arm()
+    }
+
+    fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
+        crate::progress::wait::until(self, self.timeout, what, || Ok(done.pending() == 0))?;
+        done.check(what)
+    }
+}
