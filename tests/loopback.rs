@@ -116,6 +116,50 @@ fn loopback_for_a_launched_process_is_an_error() {
     assert!(e.to_string().contains("run_threads"), "{e}");
 }
 
+/// The public entry point: the direct path is off unless the builder turns
+/// it on; peer state exists only for peers contacted.
+#[test]
+fn builder_direct_path_and_peer_state() {
+    for direct in [false, true] {
+        let b = World::builder().timeout(Some(Duration::from_secs(60)));
+        let b = if direct { b.direct_path(true) } else { b };
+        let got = b
+            .run_threads(4, |w| {
+                let mut win = Window::<u64>::allocate(w, 8)?;
+                let right = (w.rank() + 1) % w.size();
+                win.lock_all()?;
+                win.put(right, 0, &[7; 8])?;
+                win.unlock_all()?;
+                let s = w.stats();
+                win.free()?;
+                Ok((
+                    s.shm.direct_ops,
+                    s.peers_contacted,
+                    s.address_vector_entries,
+                ))
+            })
+            .expect("run_threads");
+        for (rank, (direct_ops, contacted, entries)) in got.into_iter().enumerate() {
+            assert_eq!(direct_ops > 0, direct, "rank {rank}: direct path {direct}");
+            assert_eq!(contacted, entries, "rank {rank}: peer state");
+            assert!(entries <= 4, "rank {rank}: {entries} peers");
+        }
+    }
+}
+
+/// A rank's panic reaches the caller of `run_threads` (after the other
+/// ranks, told through the job, ended).
+#[test]
+#[should_panic(expected = "rank 1 panics on purpose")]
+fn a_panicking_rank_panics_run_threads() {
+    let _ = World::run_threads_with(config(Mode::Native), 2, |w| {
+        if w.rank() == 1 {
+            panic!("rank 1 panics on purpose");
+        }
+        w.barrier()
+    });
+}
+
 #[test]
 fn zero_ranks_is_an_error() {
     let e = World::run_threads(0, |_| Ok(())).unwrap_err();

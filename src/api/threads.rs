@@ -36,7 +36,8 @@ impl World {
     /// returns; `f` must free (or drop) its windows before returning. When
     /// a rank's `f` fails or panics, the others are told: their waits on
     /// it end with [`ErrorKind::PeerUnreachable`](crate::ErrorKind) instead
-    /// of at `ONESIDED_TIMEOUT`.
+    /// of at `ONESIDED_TIMEOUT`. [`World::abort`] ends the process, so
+    /// every rank of the job with it.
     ///
     /// ```
     /// use onesided::{Assert, Op, Window, World};
