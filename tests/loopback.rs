@@ -930,20 +930,35 @@ mod model {
     fn sum_index(slot: usize) -> usize {
         RANKS * SLOTS + slot
     }
+    /// The operation of counter `slot` (one per counter: the result of an
+    /// epoch does not depend on the order of its accumulates).
+    fn counter_op(slot: usize) -> Op {
+        [Op::Sum, Op::Max, Op::Min][slot % 3]
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
 
-        /// Random fence epochs of puts and accumulates from every rank; after
-        /// each epoch every rank's window equals the sequential model.
+        /// Random epochs (fence, or lock_all with a barrier) of puts and
+        /// accumulates (sum, max, min) from every rank; after each epoch
+        /// every rank's window equals the sequential model.
         #[test]
         fn random_epochs_match_the_model(
             epochs in proptest::collection::vec(proptest::collection::vec(step(), 0..24), 1..5),
             software in any::<bool>(),
         ) {
             let mode = if software { Mode::Software } else { Mode::Native };
+            // Per epoch: fence, or lock_all ... unlock_all + barrier.
+            let passive: Vec<bool> = epochs.iter().map(|e| e.len() % 2 == 1).collect();
             // The model: each rank's window after each epoch.
             let mut model = vec![vec![0u64; RANKS * SLOTS + SLOTS]; RANKS];
+            for w in &mut model {
+                for slot in 0..SLOTS {
+                    if counter_op(slot) == Op::Min {
+                        w[sum_index(slot)] = u64::MAX;
+                    }
+                }
+            }
             let mut expect = Vec::new();
             for epoch in &epochs {
                 for s in epoch {
@@ -951,7 +966,12 @@ mod model {
                     if s.put {
                         w[put_index(s.origin, s.slot)] = s.value;
                     } else {
-                        w[sum_index(s.slot)] += s.value;
+                        let c = &mut w[sum_index(s.slot)];
+                        *c = match counter_op(s.slot) {
+                            Op::Sum => *c + s.value,
+                            Op::Max => (*c).max(s.value),
+                            _ => (*c).min(s.value),
+                        };
                     }
                 }
                 expect.push(model.clone());
@@ -960,20 +980,41 @@ mod model {
                 let me = w.rank();
                 let mut win = Window::<u64>::allocate(w, RANKS * SLOTS + SLOTS)?;
                 let mut seen = Vec::new();
-                win.fence(Assert::NONE)?;
-                for epoch in &epochs {
+                // Min counters start at the top.
+                for slot in 0..SLOTS {
+                    if counter_op(slot) == Op::Min {
+                        win.local_write(sum_index(slot), &[u64::MAX])?;
+                    }
+                }
+                w.barrier()?;
+                for (epoch, &passive) in epochs.iter().zip(&passive) {
+                    if passive {
+                        win.lock_all()?;
+                    } else {
+                        win.fence(Assert::NONE)?;
+                    }
                     for s in epoch.iter().filter(|s| s.origin == me) {
                         if s.put {
                             win.put(s.target, put_index(me, s.slot), &[s.value])?;
                         } else {
-                            win.accumulate(s.target, sum_index(s.slot), &[s.value], Op::Sum)?;
+                            let op = counter_op(s.slot);
+                            win.accumulate(s.target, sum_index(s.slot), &[s.value], op)?;
                         }
                     }
-                    win.fence(Assert::NONE)?;
+                    if passive {
+                        win.unlock_all()?;
+                        w.barrier()?;
+                    } else {
+                        win.fence(Assert::NONE)?;
+                    }
                     let mut v = vec![0u64; RANKS * SLOTS + SLOTS];
                     win.local_read(0, &mut v)?;
                     seen.push(v);
-                    win.fence(Assert::NONE)?;
+                    if passive {
+                        w.barrier()?;
+                    } else {
+                        win.fence(Assert::NONE)?;
+                    }
                 }
                 win.free()?;
                 Ok(seen)
