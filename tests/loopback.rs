@@ -551,13 +551,25 @@ fn lock_contention_exclusive_and_shared() {
                 v[0], v[1],
                 "rank {me} round {round}: torn pair under exclusion"
             );
-            win.put(0, 0, &[v[0] + 1, v[1] + 1])?;
+            // The two words one at a time, each completed: a reader let in
+            // between sees them differ.
+            win.put(0, 0, &[v[0] + 1])?;
+            win.flush(0)?;
+            win.put(0, 1, &[v[1] + 1])?;
             win.unlock(0)?;
             win.lock(0, LockType::Shared, Assert::NONE)?;
-            let mut v = [0u64; 2];
-            win.get(0, 0, &mut v)?;
+            for pass in 0..4 {
+                let (mut a, mut b) = ([0u64], [0u64]);
+                win.get(0, 0, &mut a)?;
+                win.flush(0)?;
+                win.get(0, 1, &mut b)?;
+                win.flush(0)?;
+                assert_eq!(
+                    a, b,
+                    "rank {me} round {round} pass {pass}: a reader saw a writer"
+                );
+            }
             win.unlock(0)?;
-            assert_eq!(v[0], v[1], "rank {me} round {round}: a reader saw a writer");
             // Shared holders together: an accumulate under a shared lock.
             win.lock(0, LockType::Shared, Assert::NONE)?;
             win.accumulate(0, 2, &[1], Op::Sum)?;
