@@ -160,6 +160,35 @@ fn a_panicking_rank_panics_run_threads() {
     });
 }
 
+/// The same through the environment, in a process of its own (this test
+/// binary again, so the variable never touches the other tests).
+#[test]
+fn env_loopback_for_a_launched_process_is_an_error() {
+    const NAME: &str = "env_loopback_for_a_launched_process_is_an_error";
+    if std::env::var_os("ONESIDED_LOOPBACK_CHILD").is_some() {
+        let e = World::init()
+            .err()
+            .expect("ONESIDED_BACKEND=loopback must not start a launched process");
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+        assert!(e.to_string().contains("ONESIDED_BACKEND=loopback"), "{e}");
+        println!("child saw: {e}");
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env("ONESIDED_LOOPBACK_CHILD", "1")
+        .env("ONESIDED_BACKEND", "loopback")
+        .output()
+        .expect("running the child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {text}");
+    assert!(
+        text.contains("child saw:") && text.contains("1 passed"),
+        "{text}"
+    );
+}
+
 #[test]
 fn zero_ranks_is_an_error() {
     let e = World::run_threads(0, |_| Ok(())).unwrap_err();
