@@ -208,7 +208,7 @@ impl Transport for LoopbackTransport {
             send_bytes: get(&c.send_bytes),
             messages_received: get(&c.received),
             messages_dropped: get(&c.dropped),
-            op_slots: self.queue_slots(),
+            op_slots: self.queue.slots(),
             op_slots_exhausted: get(&c.exhausted),
             writes: get(&c.writes),
             reads: get(&c.reads),
@@ -393,11 +393,5 @@ impl Transport for LoopbackTransport {
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
         crate::progress::wait::until(self, self.timeout, what, || Ok(done.pending() == 0))?;
         done.check(what)
-    }
-}
-
-impl LoopbackTransport {
-    fn queue_slots(&self) -> usize {
-        self.queue.slots()
     }
 }
