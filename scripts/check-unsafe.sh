@@ -9,6 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 allowed=(
     "src/transport/mod.rs:pub mod cpu_atomic;"   # CPU atomics on exposed window memory
     "src/transport/mod.rs:pub mod inflight;"     # buffers the network writes while in flight
+    "src/transport/mod.rs:pub mod loopback;"     # the in-process back-end (registration aliases, in-flight buffers)
     "src/transport/mod.rs:pub mod memory;"       # the owner of memory peers may write
     "src/transport/mod.rs:pub mod ofi;"          # the libfabric back-end (FFI)
     "src/transport/mod.rs:pub mod shm;"          # intra-node mapping (mmap)

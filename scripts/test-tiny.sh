@@ -30,7 +30,7 @@ export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 
 suites=(rma atomics locks dynamic random_rma transport software_accumulate
         sync_modes active_messages algorithms shm scale window_creation
-        software_lock aggregation shared_windows fast_path)
+        software_lock aggregation shared_windows fast_path loopback)
 args=()
 for s in "${suites[@]}"; do args+=(--test "$s"); done
 

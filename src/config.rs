@@ -2,7 +2,7 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `ONESIDED_BACKEND` | `auto` | the transport back-end: `ofi` (libfabric), `auto` (libfabric) |
+//! | `ONESIDED_BACKEND` | `auto` | the transport back-end: `ofi` (libfabric), `verbs` (native ibverbs, device from `ONESIDED_IB_DEVICE`), `loopback` (ranks as threads of one process: only for `World::run_threads`, an error for a launched process), `auto` (native verbs when an ACTIVE verbs port exists and `ONESIDED_PROVIDER` is unset, else libfabric) |
 //! | `ONESIDED_PROVIDER` | automatic | libfabric provider (`tcp`, `shm`, `sockets`, `verbs`, or a full name like `tcp;ofi_rxm`) |
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
 //! | `ONESIDED_PROGRESS_CPU` | `auto` | where the progress agent thread (`onesided-agent`) runs: `auto` (a whole core near the NIC/domain that the process is not bound to; unpinned when none is free or without topology information), `none` (never pinned), or a CPU list (`3`, `2,3`, `4-7`); see `crate::topology` |
@@ -52,6 +52,10 @@ pub enum Backend {
     Ofi,
     /// Native ibverbs (`verbs`).
     Verbs,
+    /// In-process (`loopback`): the ranks are threads of one process,
+    /// started by `World::run_threads`; memory copies and CPU atomics move
+    /// the data. Selecting it for a launched process is an error.
+    Loopback,
 }
 
 /// Which path accumulates take (`ONESIDED_ACCUMULATE`).
@@ -259,11 +263,12 @@ impl Config {
             None | Some("auto") => Backend::Auto,
             Some("ofi" | "libfabric") => Backend::Ofi,
             Some("verbs" | "ibverbs") => Backend::Verbs,
+            Some("loopback") => Backend::Loopback,
             Some(v) => {
                 return Err(Error::Config {
                     var: "ONESIDED_BACKEND",
                     value: v.to_string(),
-                    message: "expected `auto`, `ofi` or `verbs`".into(),
+                    message: "expected `auto`, `ofi`, `verbs` or `loopback`".into(),
                 })
             }
         };

@@ -4,7 +4,8 @@
 //! `api` (World, Window, Request) → `epoch` (synchronization state machines)
 //! → `protocols` (software accumulate, lock queue, aggregation, PSCW
 //! notifications) → `meta` (window metadata: directory, remote-key cache,
-//! peers) → `transport` (the seam: trait, capabilities; back-ends `ofi/`)
+//! peers) → `transport` (the seam: trait, capabilities; back-ends `ofi/`,
+//! `verbs/`, `loopback/`)
 //! → `sys/`. `bootstrap` (launcher, PMI, key-value exchange) and
 //! `progress` sit beside.
 

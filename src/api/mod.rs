@@ -4,5 +4,6 @@ pub mod element;
 mod node;
 pub mod op;
 pub mod request;
+mod threads;
 pub mod window;
 pub mod world;

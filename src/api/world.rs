@@ -119,8 +119,20 @@ impl World {
 
     fn start(config: Config) -> Result<World> {
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
+        let rank = boot.rank();
+        Self::start_with(config, boot, |c| crate::transport::open(c, rank))
+    }
+
+    /// Starts this rank's part of the job on a bootstrap already joined,
+    /// opening the transport with `open` (`transport::open`, or the
+    /// in-process back-end's endpoint for `run_threads`).
+    pub(crate) fn start_with(
+        config: Config,
+        boot: Arc<dyn Bootstrap>,
+        open: impl FnOnce(&Config) -> Result<SharedTransport>,
+    ) -> Result<World> {
         let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
-        let transport: SharedTransport = crate::transport::open(&config, boot.rank())?;
+        let transport: SharedTransport = open(&config)?;
         let peers = Arc::new(PeerTable::default());
         let am = {
             // Replies may go to a rank this process never contacted: the
@@ -427,6 +439,13 @@ impl World {
         std::process::exit(code)
     }
 
+    /// Lets go of this rank's part of the job without the collective end
+    /// (`run_threads`, for a rank that failed: its peers are told through
+    /// the job, not by a barrier they would wait in).
+    pub(crate) fn discard(mut self) {
+        self.finalized = true;
+    }
+
     /// The collective end of the job (see [`Drop`]). After a failed RMA
     /// barrier the bootstrap barrier is skipped: a dead peer would never
     /// reach it, and some launchers' barriers have no deadline.
@@ -517,6 +536,11 @@ impl WorldBuilder {
     /// A malformed `ONESIDED_*` variable ([`crate::ErrorKind::Config`]),
     /// a bootstrap or back-end that cannot start.
     pub fn init(self) -> Result<World> {
+        World::start(self.config()?)
+    }
+
+    /// The configuration: the environment, then the builder's settings.
+    pub(crate) fn config(self) -> Result<Config> {
         let mut c = Config::from_env()?;
         if let Some(b) = self.backend {
             c.backend = b;
@@ -536,7 +560,12 @@ impl WorldBuilder {
         if let Some(v) = self.verbose {
             c.verbose = v;
         }
-        World::start(c)
+        Ok(c)
+    }
+
+    /// Whether [`WorldBuilder::direct_path`] was set, and to what.
+    pub(crate) fn direct_path_setting(&self) -> Option<bool> {
+        self.direct_path
     }
 }
 

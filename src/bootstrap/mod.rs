@@ -22,6 +22,9 @@
 //!    PMIx, fails with an error saying what to do instead of running as one
 //!    of several unrelated singletons.
 //!
+//! The ranks of `World::run_threads` (the loopback back-end) are threads of
+//! one process; they meet through [`threads`], never through [`init`].
+//!
 //! Our launcher speaks the same PMI-1 "simple" wire protocol ([`wire`]) after
 //! an authentication line, so one client ([`pmi1::Pmi1`]) serves cases 1 and
 //! 4. Every implementation counts its exchanges ([`BootstrapStats`]).
@@ -32,6 +35,7 @@ pub mod pmi1;
 pub mod pmi2;
 pub mod pmix;
 pub mod singleton;
+pub mod threads;
 pub mod wire;
 
 mod conn;

@@ -133,6 +133,24 @@ impl<'a> Memory<'a> {
         }
     }
 
+    /// A second handle on the same bytes that owns nothing (dropping it
+    /// frees nothing): what the in-process back-end keeps in its table of
+    /// registrations, so that a peer thread reaches registered memory
+    /// through the same bounds-checked atomic copies as its owner.
+    ///
+    /// # Safety
+    /// `self`'s bytes must stay valid until the alias is dropped (a
+    /// registration is removed, and its alias dropped, before the
+    /// registered memory is freed: see `Registration`).
+    pub(crate) unsafe fn alias(&self) -> Memory<'static> {
+        Memory {
+            ptr: self.ptr,
+            len: self.len,
+            owner: Owner::User,
+            _borrow: PhantomData,
+        }
+    }
+
     /// Wraps a shared mapping made by `transport::shm`.
     ///
     /// # Safety

@@ -8,8 +8,8 @@
 //! (capability flags); the layers above choose protocols from it, never
 //! from a back-end's name. The vocabulary ([`Datatype`], [`AtomicOp`],
 //! [`Atomic`]) is the crate's own; each back-end maps it to its values.
-//! Back-ends: [`ofi`] (libfabric), [`verbs`] (native ibverbs). [`open`]
-//! picks one.
+//! Back-ends: [`ofi`] (libfabric), [`verbs`] (native ibverbs),
+//! [`loopback`] (ranks as threads of one process). [`open`] picks one.
 //!
 //! Buffer ownership is the transport's business: a blocking [`Transport::put`]
 //! returns only when the caller's buffer may be reused, a blocking
@@ -27,6 +27,10 @@ pub mod exposed;
 // unsafe allowed: buffers the network writes while an operation is in flight.
 #[allow(unsafe_code)]
 pub mod inflight;
+// unsafe allowed: the in-process back-end (registration aliases, buffers of
+// operations in flight).
+#[allow(unsafe_code)]
+pub mod loopback;
 // unsafe allowed: the one owner of memory peers may write (registration, mappings).
 #[allow(unsafe_code)]
 pub mod memory;
@@ -317,12 +321,17 @@ pub type SharedTransport = Arc<dyn Transport>;
 /// * `ofi` — libfabric, with the provider `ONESIDED_PROVIDER` names or the
 ///   first of its automatic order (libfabric's `verbs;ofi_rxm` only when
 ///   named);
+/// * `loopback` — the in-process back-end: its ranks are threads of one
+///   process, each opened by `World::run_threads` on the job's fabric
+///   ([`loopback::LoopbackTransport::open`]); for a launched process this
+///   is an error saying so;
 /// * `auto` (default) — native verbs when an ACTIVE verbs port exists and
 ///   no libfabric provider was named, libfabric otherwise.
 ///
 /// # Errors
-/// The back-end cannot be opened here (no provider, no device): the
-/// error names the back-end and what is missing.
+/// The back-end cannot be opened here (no provider, no device, loopback
+/// outside a job of threads): the error names the back-end and what is
+/// missing.
 pub fn open(config: &crate::config::Config, rank: usize) -> Result<SharedTransport> {
     use crate::config::Backend;
     match config.backend {
@@ -331,5 +340,6 @@ pub fn open(config: &crate::config::Config, rank: usize) -> Result<SharedTranspo
         }
         Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
         Backend::Verbs => Ok(Arc::new(verbs::VerbsTransport::open(config, rank)?)),
+        Backend::Loopback => Err(loopback::launched()),
     }
 }
