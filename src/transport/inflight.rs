@@ -236,6 +236,17 @@ impl Sink {
         }
     }
 
+    /// As [`Sink::fail`], for a part that failed because `rank` does not
+    /// answer (its waiter gets [`Error::PeerUnreachable`](crate::Error)).
+    pub fn fail_peer_gone(&self, rank: usize, message: String) {
+        if self.claim() {
+            if let Some(g) = &self.group {
+                g.peer_gone(rank, message.clone());
+            }
+            self.done.peer_gone(rank, message);
+        }
+    }
+
     fn count_failed(&self, message: String) {
         if let Some(g) = &self.group {
             g.failed(message.clone());

@@ -350,7 +350,11 @@ impl VerbsTransport {
             if let Some(s) = op.slot {
                 self.staging.give(s);
             }
-            op.sink.fail(message);
+            if gone {
+                op.sink.fail_peer_gone(op.target, message);
+            } else {
+                op.sink.fail(message);
+            }
             return;
         }
         if op.copy > 0 {
