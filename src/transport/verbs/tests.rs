@@ -337,3 +337,80 @@ fn backend_verbs_opens_the_device_or_says_why_not() {
         Err(_) => {}
     }
 }
+
+/// Two transports of this process as ranks 0 and 1 (rank 1's progress
+/// driven by a thread, as its agent would): first contact through the
+/// handshake, writes, reads and NIC atomics checked byte for byte; a write
+/// with a bad key fails with an error naming the rank, and the pair is made
+/// again on the next operation, which works.
+#[test]
+fn transport_connects_recovers_after_an_error_and_counts_nic_atomics() {
+    use crate::transport::{Atomic, AtomicOp, Datatype, Memory, Transport};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if !have_device() {
+        return;
+    }
+    let mut config = crate::config::Config::from_env().expect("config");
+    config.timeout = Some(Duration::from_secs(60));
+    let t0 = super::VerbsTransport::open(&config, 0).expect("rank 0");
+    let t1 = Arc::new(super::VerbsTransport::open(&config, 1).expect("rank 1"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let agent = {
+        let (t1, stop) = (t1.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                t1.progress().expect("rank 1 progress");
+                std::thread::yield_now();
+            }
+        })
+    };
+    let mem = Memory::allocate(4096).expect("memory");
+    let reg = t1.register(&mem).expect("register");
+    let at = |off: u64| RemoteAddr { addr: reg.base + off, key: reg.key };
+    assert_eq!(t0.peer_count(), 0, "nothing before first contact");
+    t0.connect(1, t1.card()).expect("connect");
+    assert_eq!(t0.peer_count(), 1);
+
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    t0.put(1, &data, at(64)).expect("put");
+    let mut back = vec![0u8; 3000];
+    mem.read(64, &mut back).unwrap();
+    assert_eq!(back, data, "put landed");
+    let mut got = vec![0u8; 3000];
+    t0.get(1, &mut got, at(64)).expect("get");
+    assert_eq!(got, data, "get returned it");
+
+    let sum = Atomic { op: AtomicOp::Sum, datatype: Datatype::U64, count: 2 };
+    mem.store_u64(8, 40).unwrap();
+    mem.store_u64(16, 1).unwrap();
+    let mut old = [0u8; 16];
+    let ops: Vec<u8> = [2u64, 5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    t0.fetch_atomic(1, sum, &ops, &mut old, at(8)).expect("fetch-add");
+    assert_eq!(old[..8], 40u64.to_le_bytes());
+    assert_eq!(old[8..], 1u64.to_le_bytes());
+    assert_eq!((mem.load_u64(8).unwrap(), mem.load_u64(16).unwrap()), (42, 6));
+    let mut prev = [0u8; 8];
+    t0.compare_atomic(1, Datatype::U64, &42u64.to_le_bytes(), &7u64.to_le_bytes(), &mut prev, at(8))
+        .expect("compare-and-swap");
+    assert_eq!(prev, 42u64.to_le_bytes());
+    assert_eq!(mem.load_u64(8).unwrap(), 7);
+    let s = t0.stats();
+    assert!(s.nic_fetch_add >= 2 && s.nic_compare_swap >= 1, "{s:?}");
+
+    // A bad key: the NIC refuses it, the operation fails naming the rank...
+    let bad = RemoteAddr { addr: reg.base, key: reg.key ^ 0x5a5a };
+    let e = t0.put(1, &[1u8; 16], bad).expect_err("a write with a bad key fails");
+    assert!(e.to_string().contains("rank 1"), "{e}");
+    // ...and the next operation makes the pair again and works.
+    t0.put(1, &[9u8; 32], at(128)).expect("put after the error");
+    let mut b = [0u8; 32];
+    mem.read(128, &mut b).unwrap();
+    assert_eq!(b, [9u8; 32]);
+    let s = t0.stats();
+    assert!(s.reconnections >= 1, "{s:?}");
+    assert_eq!(s.ops_in_flight, 0, "{s:?}");
+    eprintln!("verbs transport: connect, put/get, NIC atomics, error then reconnection ok: {s:?}");
+    stop.store(true, Ordering::Release);
+    agent.join().unwrap();
+    drop(reg);
+}
