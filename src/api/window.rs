@@ -163,7 +163,7 @@ impl<'a, T: Element> Window<'a, T> {
         mem: impl WindowMemory<T>,
         info: &WindowInfo,
     ) -> Result<Self> {
-        let mem = mem.into_memory();
+        let mem = sealed::Sealed::into_memory(mem);
         let len = mem.len() / std::mem::size_of::<T>().max(1);
         Self::build(world, mem, len, 0, info)
     }
@@ -482,33 +482,38 @@ impl<T: Element> Drop for Window<'_, T> {
 }
 
 /// Memory a window can own: `Vec<T>`, `Box<[T]>`, or `&'static mut [T]`.
-/// Sealed: the window must own (or never see freed) what peers write.
-pub trait WindowMemory<T: Element>: sealed::Sealed<T> {
-    #[doc(hidden)]
-    fn into_memory(self) -> Memory<'static>;
-}
+/// Sealed: the window must own (or never see freed) what peers write, so
+/// no other type can implement it, and the conversion into the library's
+/// memory is not callable outside the crate.
+pub trait WindowMemory<T: Element>: sealed::Sealed<T> {}
 
-impl<T: Element> WindowMemory<T> for Vec<T> {
-    fn into_memory(self) -> Memory<'static> {
-        Memory::from_vec(self)
-    }
-}
-
-impl<T: Element> WindowMemory<T> for Box<[T]> {
-    fn into_memory(self) -> Memory<'static> {
-        Memory::from_vec(self.into_vec())
-    }
-}
-
-impl<T: Element> WindowMemory<T> for &'static mut [T] {
-    fn into_memory(self) -> Memory<'static> {
-        Memory::borrow(self)
-    }
-}
+impl<T: Element> WindowMemory<T> for Vec<T> {}
+impl<T: Element> WindowMemory<T> for Box<[T]> {}
+impl<T: Element> WindowMemory<T> for &'static mut [T] {}
 
 mod sealed {
-    pub trait Sealed<T> {}
-    impl<T> Sealed<T> for Vec<T> {}
-    impl<T> Sealed<T> for Box<[T]> {}
-    impl<T> Sealed<T> for &'static mut [T] {}
+    use super::{Element, Memory};
+
+    /// Not nameable outside the crate: neither implementable nor callable.
+    pub trait Sealed<T> {
+        fn into_memory(self) -> Memory<'static>;
+    }
+
+    impl<T: Element> Sealed<T> for Vec<T> {
+        fn into_memory(self) -> Memory<'static> {
+            Memory::from_vec(self)
+        }
+    }
+
+    impl<T: Element> Sealed<T> for Box<[T]> {
+        fn into_memory(self) -> Memory<'static> {
+            Memory::from_vec(self.into_vec())
+        }
+    }
+
+    impl<T: Element> Sealed<T> for &'static mut [T] {
+        fn into_memory(self) -> Memory<'static> {
+            Memory::borrow(self)
+        }
+    }
 }
