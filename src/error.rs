@@ -102,9 +102,15 @@ pub enum Error {
     Unsupported(String),
 
     /// An operation did not complete in the allowed time (`ONESIDED_TIMEOUT`).
+    /// `rank` is the peer that was awaited, where one is known
+    /// ([`Error::rank`]).
     #[error("timed out after {seconds} s while {what}")]
     #[non_exhaustive]
-    Timeout { what: String, seconds: u64 },
+    Timeout {
+        what: String,
+        seconds: u64,
+        rank: Option<usize>,
+    },
 
     /// A bounded resource (window directory, cache, ...) is exhausted.
     #[error("resource exhausted: {0}")]
@@ -227,7 +233,34 @@ impl Error {
             Error::OutOfWindow { rank, .. }
             | Error::InvalidRank { rank, .. }
             | Error::PeerUnreachable { rank, .. } => Some(*rank),
+            Error::Timeout { rank, .. } => *rank,
             _ => None,
+        }
+    }
+
+    /// A timeout of `seconds` while `what` (no particular peer awaited).
+    pub(crate) fn timeout(what: impl Into<String>, seconds: u64) -> Self {
+        Error::Timeout {
+            what: what.into(),
+            seconds,
+            rank: None,
+        }
+    }
+
+    /// Names `rank` as the peer awaited, if this is a timeout that names
+    /// none yet (other errors are returned unchanged).
+    pub(crate) fn awaiting(self, peer: usize) -> Self {
+        match self {
+            Error::Timeout {
+                what,
+                seconds,
+                rank: None,
+            } => Error::Timeout {
+                what,
+                seconds,
+                rank: Some(peer),
+            },
+            other => other,
         }
     }
 
@@ -366,13 +399,10 @@ mod tests {
                 None,
             ),
             (
-                Error::Timeout {
-                    what: "waiting for rank 3".into(),
-                    seconds: 2,
-                },
+                Error::timeout("waiting for rank 3", 2).awaiting(3),
                 ErrorKind::Timeout,
                 None,
-                None,
+                Some(3),
             ),
             (
                 Error::Exhausted("windows".into()),

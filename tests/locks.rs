@@ -240,8 +240,10 @@ fn timeout() {
                 .lock(0, kind, Assert::NONE)
                 .and_then(|_| win.get(0, 0, &mut v))
             {
-                Err(Error::Timeout { what, .. }) => {
-                    assert!(what.contains("rank 0"), "{what}");
+                Err(e @ Error::Timeout { .. }) => {
+                    assert!(e.to_string().contains("rank 0"), "{e}");
+                    // The peer awaited, as a value a caller can match on.
+                    assert_eq!(e.rank(), Some(0), "{e}");
                     assert!(start.elapsed().as_secs_f64() >= 1.0);
                 }
                 other => panic!("{kind:?} lock while held exclusively: {other:?}"),

@@ -369,7 +369,8 @@ impl World {
                 self.config.timeout,
                 &what,
                 || Ok(self.ctrl.load_u64(flag)? >= e),
-            )?;
+            )
+            .map_err(|err| err.awaiting(from))?;
             dist *= 2;
             round += 1;
         }

@@ -182,10 +182,7 @@ impl Bootstrap for Pmix {
             .get_string(owner as u32, key, self.get_timeout)
             .map_err(|e| {
                 if e.status == pmix_sys::ERR_TIMEOUT {
-                    Error::Timeout {
-                        what: format!("pmix: getting key '{key}' of rank {owner}"),
-                        seconds: self.get_timeout.unwrap_or(0) as u64,
-                    }
+                    Error::timeout(format!("pmix: getting key '{key}' of rank {owner}"), self.get_timeout.unwrap_or(0) as u64).awaiting(owner as usize)
                 } else {
                     err(e)
                 }

@@ -143,14 +143,11 @@ impl Bootstrap for Threads {
                     Some(left) if !left.is_zero() => left,
                     _ => {
                         s.waiting -= 1;
-                        return Err(Error::Timeout {
-                            what: format!(
+                        return Err(Error::timeout(format!(
                                 "thread bootstrap barrier: {} of {} ranks arrived",
                                 s.waiting + 1,
                                 job.size
-                            ),
-                            seconds: limit.as_secs(),
-                        });
+                            ), limit.as_secs()));
                     }
                 },
             };

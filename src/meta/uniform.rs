@@ -126,7 +126,8 @@ fn allreduce_max(world: &World, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Resu
         };
         crate::progress::wait::until(world.transport(), world.config.timeout, &what, || {
             Ok(ctrl.load_u64(flag)? >= epoch)
-        })?;
+        })
+        .map_err(|e| e.awaiting(from))?;
         let mut got = [0u8; 8 * REDUCE_WORDS];
         ctrl.read(off, &mut got)?;
         for (i, v) in w.iter_mut().enumerate() {

@@ -44,10 +44,7 @@ impl<'w> Waiter<'w> {
         if let Some(limit) = self.limit {
             let start = *self.start.get_or_insert_with(Instant::now);
             if start.elapsed() > limit {
-                return Err(Error::Timeout {
-                    what: (self.what)(),
-                    seconds: limit.as_secs(),
-                });
+                return Err(Error::timeout((self.what)(), limit.as_secs()));
             }
         }
         if self.backoff.is_completed() {

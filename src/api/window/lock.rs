@@ -123,10 +123,7 @@ impl Backoff<'_> {
     pub(super) fn pause(&mut self, progress: impl Fn() -> Result<usize>) -> Result<()> {
         if let Some(limit) = self.limit {
             if self.start.elapsed() > limit {
-                return Err(Error::Timeout {
-                    what: (self.what)(),
-                    seconds: limit.as_secs(),
-                });
+                return Err(Error::timeout((self.what)(), limit.as_secs()));
             }
         }
         progress()?;
@@ -227,6 +224,11 @@ impl<T: Element> Window<'_, T> {
     }
 
     pub(super) fn acquire(&self, rank: usize, kind: LockType) -> Result<()> {
+        self.acquire_lock(rank, kind)
+            .map_err(|e| e.awaiting(rank))
+    }
+
+    fn acquire_lock(&self, rank: usize, kind: LockType) -> Result<()> {
         if self.soft_lock.is_some() {
             return self.soft_acquire(rank, kind);
         }

@@ -148,10 +148,7 @@ impl<T: Element> Window<'_, T> {
             }
             if let Some(limit) = self.world.config.timeout {
                 if start.elapsed() > limit {
-                    return Err(Error::Timeout {
-                        what: what(),
-                        seconds: limit.as_secs(),
-                    });
+                    return Err(Error::timeout(what(), limit.as_secs()));
                 }
             }
             t.progress()?;

@@ -137,7 +137,9 @@ impl<T: Element> Window<'_, T> {
         let mut wait = self.backoff(&what);
         let t = self.world.transport();
         let mut pause = || wait.pause(|| t.progress());
-        self.lock_origin().take(rank, kind, op, release, &mut pause)
+        self.lock_origin()
+            .take(rank, kind, op, release, &mut pause)
+            .map_err(|e| e.awaiting(rank))
     }
 
     /// Blocking acquire of `kind` on `rank` (lock_all's shared locks,

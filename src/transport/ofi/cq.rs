@@ -82,13 +82,10 @@ impl OpContext {
                     t.ensure_alive()?;
                     drain(t)?;
                     if t.timeout.is_some_and(|limit| start.elapsed() > limit) {
-                        return Err(Error::Timeout {
-                            what: format!(
+                        return Err(Error::timeout(format!(
                                 "waiting for a free operation slot ({} in use) to post a {what} to rank {target}",
                                 t.ops.capacity()
-                            ),
-                            seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
-                        });
+                            ), t.timeout.map(|d| d.as_secs()).unwrap_or(0)).awaiting(target));
                     }
                     super::waiting::backoff(round);
                 }

@@ -66,12 +66,9 @@ pub(super) fn post_retry(
             return fail(e);
         }
         if timed_out(t, start) {
-            return fail(Error::Timeout {
-                what: format!(
+            return fail(Error::timeout(format!(
                     "{call} to rank {target} kept returning FI_EAGAIN (is the peer alive?)"
-                ),
-                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
-            });
+                ), t.timeout.map(|d| d.as_secs()).unwrap_or(0)).awaiting(target));
         }
         backoff(&mut round);
     }
@@ -94,10 +91,7 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
                 what()
             );
             t.poison(msg.clone());
-            return Err(Error::Timeout {
-                what: msg,
-                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
-            });
+            return Err(Error::timeout(msg, t.timeout.map(|d| d.as_secs()).unwrap_or(0)));
         }
         backoff(&mut round);
     }
@@ -165,10 +159,7 @@ pub(super) fn acquire<'p>(
         }
         cq::drain(t)?;
         if timed_out(t, start) {
-            return Err(Error::Timeout {
-                what: "waiting for a free staging buffer".into(),
-                seconds: t.timeout.map(|d| d.as_secs()).unwrap_or(0),
-            });
+            return Err(Error::timeout("waiting for a free staging buffer", t.timeout.map(|d| d.as_secs()).unwrap_or(0)));
         }
         backoff(&mut round);
     }
