@@ -182,7 +182,7 @@ impl Bootstrap for Pmix {
             .get_string(owner as u32, key, self.get_timeout)
             .map_err(|e| {
                 if e.status == pmix_sys::ERR_TIMEOUT {
-                    Error::timeout(format!("pmix: getting key '{key}' of rank {owner}"), self.get_timeout.unwrap_or(0) as u64).awaiting(owner as usize)
+                    Error::timeout(format!("pmix: getting key '{key}' of rank {owner}"), self.get_timeout.unwrap_or(0) as u64).awaiting(owner)
                 } else {
                     err(e)
                 }
