@@ -173,8 +173,7 @@ impl VerbsTransport {
         // SAFETY: `word` outlives the region (dropped after `mr` below) and
         // is accessed only through `Memory`'s copies.
         let mr = unsafe { Mr::register(&self.dev, word.as_ptr(), 8, access)? };
-        let done = Arc::new(Completion::new());
-        let result = InFlight::new::<u8, Vec<u8>>(vec![0u8; 8], Some(done.clone()));
+        let result = InFlight::new::<u8, Vec<u8>>(vec![0u8; 8], None);
         let slot = self.take_slot()?;
         let local = self.staging.local(slot, 8)?;
         let dst = RemoteAddr {
@@ -196,7 +195,9 @@ impl VerbsTransport {
             },
             |qp, id| qp.post_fetch_add(id, local, dst, 0),
         )?;
-        self.wait(&done, &|| "the atomic byte-order self-test".to_string())?;
+        self.wait(result.completion(), &|| {
+            "the atomic byte-order self-test".to_string()
+        })?;
         let v = result
             .into_inner::<Vec<u8>>()
             .map_err(|_| Error::InvalidArgument("byte-order probe still in flight".into()))?;
@@ -622,11 +623,12 @@ impl VerbsTransport {
         what: &dyn Fn() -> String,
         post: impl FnOnce(&InFlight) -> Result<()>,
     ) -> Result<()> {
-        let done = Arc::new(Completion::new());
-        let buf = InFlight::new::<u8, Vec<u8>>(vec![0u8; out.len()], Some(done.clone()));
+        // Waits on the buffer's own count: it is the last one a delivery
+        // decrements (a group count reaches zero a moment earlier, when the
+        // buffer cannot be given back yet).
+        let buf = InFlight::new::<u8, Vec<u8>>(vec![0u8; out.len()], None);
         post(&buf)?;
-        self.block_on(&done, what)?;
-        buf.completion().check(what)?;
+        self.block_on(buf.completion(), what)?;
         let v = buf
             .into_inner::<Vec<u8>>()
             .map_err(|_| Error::InvalidArgument("a completed read is still in flight".into()))?;
