@@ -21,6 +21,10 @@ use super::fid::Owned;
 use super::OfiTransport;
 use crate::error::{Error, Result};
 
+/// Registrations tried when a provider that chooses keys itself reports a
+/// key collision (`-FI_ENOKEY`); see `register_requested`.
+const PROV_KEY_ATTEMPTS: u32 = 8;
+
 /// A registration of local memory.
 pub struct LocalMr {
     mr: Owned<fi::fid_mr>,
@@ -30,13 +34,24 @@ pub struct LocalMr {
 impl LocalMr {
     /// Registers `len` bytes at `ptr` with `access` flags.
     pub fn register(t: &OfiTransport, ptr: *mut u8, len: usize, access: u64) -> Result<LocalMr> {
-        let requested = if t.props.prov_key {
-            0
-        } else {
+        if t.props.prov_key {
+            return Self::register_requested(t, ptr, len, access, 0);
+        }
+        let mut attempt = 1;
+        loop {
             // Odd keys: 1, 3, 5, ... (even ones are window keys).
-            t.next_key.fetch_add(2, Ordering::Relaxed)
-        };
-        Self::register_requested(t, ptr, len, access, requested)
+            let requested = t.next_key.fetch_add(2, Ordering::Relaxed);
+            match Self::register_requested(t, ptr, len, access, requested) {
+                // A key taken by the provider itself (`-FI_ENOKEY`): our
+                // counter never repeats, so the next one is free.
+                Err(Error::Backend { code, .. })
+                    if code == fi::FI_ENOKEY as i32 && attempt < PROV_KEY_ATTEMPTS =>
+                {
+                    attempt += 1
+                }
+                other => return other,
+            }
+        }
     }
 
     /// [`LocalMr::register`] asking for key `key` where the provider lets
@@ -62,23 +77,38 @@ impl LocalMr {
         requested: u64,
     ) -> Result<LocalMr> {
         let mut mr: *mut fi::fid_mr = std::ptr::null_mut();
-        // SAFETY: ptr/len describe memory the caller keeps alive for the
-        // lifetime of the returned registration (window memory outlives its
-        // Registration; in-flight buffers outlive their op context).
-        let rc = unsafe {
-            fi::fi_mr_reg(
-                t.domain.as_ptr(),
-                ptr as *const _,
-                len,
-                access,
-                0,
-                requested,
-                0,
-                &mut mr,
-                std::ptr::null_mut(),
-            )
+        let mut attempt = 0;
+        let rc = loop {
+            // SAFETY: ptr/len describe memory the caller keeps alive for the
+            // lifetime of the returned registration (window memory outlives
+            // its Registration; in-flight buffers outlive their op context).
+            let rc = unsafe {
+                fi::fi_mr_reg(
+                    t.domain.as_ptr(),
+                    ptr as *const _,
+                    len,
+                    access,
+                    0,
+                    requested,
+                    0,
+                    &mut mr,
+                    std::ptr::null_mut(),
+                )
+            };
+            // `verbs;ofi_rxm` (libfabric 1.17) keeps its own map from the
+            // verbs key to the region for emulated atomics and, rarely on
+            // rxe, still holds a stale entry under a key the device hands
+            // out again: -FI_ENOKEY although the provider chose the key.
+            // Registering again draws a fresh key from the device.
+            attempt += 1;
+            if rc != -(fi::FI_ENOKEY as i32) || !t.props.prov_key || attempt >= PROV_KEY_ATTEMPTS
+            {
+                break rc;
+            }
         };
-        check("fi_mr_reg", rc, || format!("registering {len} bytes"))?;
+        check("fi_mr_reg", rc, || {
+            format!("registering {len} bytes ({attempt} attempts)")
+        })?;
         let mr =
             Owned::new(mr).ok_or_else(|| Error::NoProvider("fi_mr_reg returned NULL".into()))?;
         if t.props.mr_endpoint {
