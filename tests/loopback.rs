@@ -1184,3 +1184,39 @@ mod lock_model {
         }
     }
 }
+
+/// Broadcast, allgather and allreduce at every rank count from 1 to 9
+/// (powers of two, the folded ranks of the others), every element checked.
+#[test]
+fn collectives_at_1_to_9_ranks() {
+    for ranks in 1..=9 {
+        let got = run_with(config(Mode::Native), ranks, "collectives", |w| {
+            let (me, p) = (w.rank(), w.size());
+            let root = p / 2;
+            let mut b: Vec<u32> = if me == root {
+                (0..11).collect()
+            } else {
+                vec![0; 11]
+            };
+            w.broadcast(root, &mut b)?;
+            assert_eq!(b, (0..11).collect::<Vec<u32>>(), "broadcast, {p} ranks");
+            let all = w.allgather(&[me as u16, 7])?;
+            let want: Vec<u16> = (0..p).flat_map(|r| [r as u16, 7]).collect();
+            assert_eq!(all, want, "allgather, {p} ranks");
+            let mut s = vec![me as i64 + 1, -(me as i64)];
+            w.allreduce(&mut s, Op::Sum)?;
+            let mut m = vec![(me as f32) - 2.5];
+            w.allreduce(&mut m, Op::Max)?;
+            Ok((s, m[0]))
+        });
+        let p = ranks as i64;
+        for (s, m) in got {
+            assert_eq!(
+                s,
+                vec![p * (p + 1) / 2, -(p * (p - 1) / 2)],
+                "{ranks} ranks"
+            );
+            assert_eq!(m, ranks as f32 - 3.5, "{ranks} ranks");
+        }
+    }
+}

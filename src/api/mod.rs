@@ -4,6 +4,7 @@ pub mod element;
 mod node;
 pub mod op;
 pub mod request;
+mod collective;
 mod threads;
 pub mod window;
 pub mod world;

@@ -93,6 +93,8 @@ pub struct Window<'a, T: Element> {
     desc: Descriptor,
     // Same geometry everywhere: peers' descriptors are computed, not read.
     uniform: bool,
+    // Every rank passed the same length (collectives rely on it).
+    same_len: bool,
     epoch: Mutex<SyncState>,
     // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
     permit: AtomicU64,
@@ -299,6 +301,7 @@ impl<'a, T: Element> Window<'a, T> {
             len,
             desc,
             uniform: agreed.uniform,
+            same_len: agreed.same_len,
             epoch: Mutex::new(SyncState::default()),
             permit: AtomicU64::new(Permit::NONE.0),
             targets: Targets::default(),
@@ -369,6 +372,11 @@ impl<'a, T: Element> Window<'a, T> {
     }
 
     // ---- validation shared by the operations (local.rs, rma.rs, ...) ------
+
+    /// Every rank passed the same length at creation.
+    pub(crate) fn same_len(&self) -> bool {
+        self.same_len
+    }
 
     fn alive(&self, op: &'static str) -> Result<()> {
         if self.freed {

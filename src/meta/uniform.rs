@@ -40,6 +40,8 @@ pub struct Agreement {
     pub uniform: bool,
     /// Some rank could not create its part of the window.
     pub failed: bool,
+    /// Every rank passed the same length (whatever its key or flags).
+    pub same_len: bool,
 }
 
 /// The reduced words of one rank: `None` = this rank failed locally.
@@ -64,6 +66,7 @@ fn conclude(w: &[u64; REDUCE_WORDS]) -> Agreement {
     Agreement {
         uniform: equal(0) && equal(2) && equal(4) && w[4] & 1 == 1 && w[6] == 0,
         failed: w[6] != 0,
+        same_len: equal(0) && w[6] == 0,
     }
 }
 
@@ -175,10 +178,13 @@ mod tests {
             reduce(&[a, a, a]),
             Agreement {
                 uniform: true,
-                failed: false
+                failed: false,
+                same_len: true,
             }
         );
+        assert!(reduce(&[a, words(Some(&d(64, 3)), false)]).same_len);
         assert!(!reduce(&[a, words(Some(&d(72, 1)), true)]).uniform, "len");
+        assert!(!reduce(&[a, words(Some(&d(72, 1)), true)]).same_len, "len");
         assert!(!reduce(&[a, words(Some(&d(64, 3)), true)]).uniform, "flags");
         assert!(!reduce(&[a, words(Some(&d(64, 1)), false)]).uniform, "key");
         let unkeyed = words(Some(&d(64, 1)), false);
