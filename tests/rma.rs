@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use onesided::{Assert, Error, Window, World};
+use onesided::{Assert, Error, Request, Window, World};
 
 /// Transfer sizes in bytes, 8 B to 4 MiB.
 const SIZES: &[usize] = &[8, 64, 1024, 65536, 1 << 20, 4 << 20];
@@ -325,6 +325,68 @@ fn tiny_rkey_cache() {
     win.free().unwrap();
 }
 
+/// Request sets: rputs to every rank waited with `wait_all`, rgets of them
+/// collected with `wait_any` in whatever order they complete, `test_all`
+/// and `test_any` reporting completion; every byte checked.
+fn request_sets() {
+    let world = World::init().unwrap();
+    let (me, n) = (world.rank(), world.size());
+    const LEN: usize = 3000;
+    let mut win = Window::<u8>::allocate(&world, LEN * n).unwrap();
+    win.lock_all().unwrap();
+    let puts: Vec<_> = (0..n)
+        .map(|t| win.rput(t, me * LEN, pattern(me, t, LEN)).unwrap())
+        .collect();
+    let back = Request::wait_all(puts).unwrap();
+    for (t, b) in back.iter().enumerate() {
+        check(
+            "wait_all gives the buffers back in order",
+            b,
+            &pattern(me, t, LEN),
+        );
+    }
+    win.flush_all().unwrap();
+    world.barrier().unwrap();
+    // Read back what every origin put at every target.
+    let mut gets: Vec<_> = (0..n)
+        .map(|t| win.rget(t, me * LEN, vec![0u8; LEN]).unwrap())
+        .collect();
+    let mut seen = vec![false; n];
+    let mut index: Vec<usize> = (0..n).collect();
+    while let Some((i, buf)) = Request::wait_any(&mut gets).unwrap() {
+        let t = index.remove(i);
+        assert!(!seen[t], "wait_any returned target {t} twice");
+        seen[t] = true;
+        check(
+            &format!("wait_any rget from {t}"),
+            &buf,
+            &pattern(me, t, LEN),
+        );
+    }
+    assert!(
+        seen.iter().all(|&s| s),
+        "wait_any missed a request: {seen:?}"
+    );
+    assert!(gets.is_empty());
+    drop(gets);
+    assert!(Request::<Vec<u8>>::wait_any(&mut Vec::new())
+        .unwrap()
+        .is_none());
+    let gets: Vec<_> = (0..n)
+        .map(|t| win.rget(t, me * LEN, vec![0u8; LEN]).unwrap())
+        .collect();
+    while !Request::test_all(&gets).unwrap() {}
+    assert!(Request::test_any(&gets).unwrap().is_some());
+    assert!(gets.iter().all(|r| r.test().unwrap()));
+    for (t, b) in Request::wait_all(gets).unwrap().iter().enumerate() {
+        check("test_all then wait_all", b, &pattern(me, t, LEN));
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(request_sets_wait_and_test, &[2, 3], request_sets);
 spmd_test!(put_get_every_size_lock_all, &[2, 4], put_get_lock_all);
 spmd_test!(put_get_every_size_fence, &[2, 4], put_get_fence);
 spmd_test!(

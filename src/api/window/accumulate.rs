@@ -390,12 +390,12 @@ impl<T: Element> Window<'_, T> {
         );
         let t = self.world.transport();
         if n == 0 {
-            return Ok(Request::new(t, InFlight::new(data, None), what));
+            return Ok(Request::new(self.world.config.timeout, t, InFlight::new(data, None), what));
         }
         if self.cpu_atomics() {
             let src = bytemuck::cast_slice(data.as_mut());
             self.cpu_accumulate((rank, off, &d), Self::atomic_op(op, n), src, None)?;
-            return Ok(Request::new(t, InFlight::new(data, None), what));
+            return Ok(Request::new(self.world.config.timeout, t, InFlight::new(data, None), what));
         }
         if software {
             // The operands are copied into the messages: the request is
@@ -404,13 +404,13 @@ impl<T: Element> Window<'_, T> {
             let acks = Sink::counter(self.outstanding.clone());
             let bytes: &[u8] = bytemuck::cast_slice(data.as_mut());
             self.soft_post(rank, off, op.atomic_op(), bytes, n, &acks)?;
-            return Ok(Request::new(t, InFlight::new(data, None), what));
+            return Ok(Request::new(self.world.config.timeout, t, InFlight::new(data, None), what));
         }
         let f = InFlight::new(data, Some(self.outstanding.clone()));
         let posted = t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off));
         self.mark_atomic_dirty(rank);
         posted?;
-        Ok(Request::new(t, f, what))
+        Ok(Request::new(self.world.config.timeout, t, f, what))
     }
 
     /// Starts a [`get_accumulate`](Window::get_accumulate): `data` is
@@ -445,13 +445,13 @@ impl<T: Element> Window<'_, T> {
         );
         let t = self.world.transport();
         if n == 0 {
-            return Ok(Request::new(t, InFlight::new(result, None), what));
+            return Ok(Request::new(self.world.config.timeout, t, InFlight::new(result, None), what));
         }
         if self.cpu_atomics() {
             let fetched = Some(bytemuck::cast_slice_mut(result.as_mut()));
             let what_op = Self::atomic_op(op, n);
             self.cpu_accumulate((rank, off, &d), what_op, &origin, fetched)?;
-            return Ok(Request::new(t, InFlight::new(result, None), what));
+            return Ok(Request::new(self.world.config.timeout, t, InFlight::new(result, None), what));
         }
         let f = InFlight::new(result, Some(self.outstanding.clone()));
         if software {
@@ -459,7 +459,7 @@ impl<T: Element> Window<'_, T> {
             // request and the window); a failed post leaves the parts sent
             // so far to complete before the buffer comes back.
             self.soft_post(rank, off, op.atomic_op(), &origin, n, &f.sink())?;
-            return Ok(Request::new(t, f, what));
+            return Ok(Request::new(self.world.config.timeout, t, f, what));
         }
         t.fetch_atomic_async(
             rank,
@@ -468,6 +468,6 @@ impl<T: Element> Window<'_, T> {
             &f,
             Self::remote(&d, off),
         )?;
-        Ok(Request::new(t, f, what))
+        Ok(Request::new(self.world.config.timeout, t, f, what))
     }
 }

@@ -81,7 +81,7 @@ impl<T: Element> Window<'_, T> {
         if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
-            return Ok(Request::new(
+            return Ok(Request::new(self.world.config.timeout, 
                 self.world.transport(),
                 InFlight::new(data, None),
                 what,
@@ -94,7 +94,7 @@ impl<T: Element> Window<'_, T> {
             .put_async(rank, &f, Self::remote(&d, off));
         self.mark_dirty(rank);
         posted?;
-        Ok(Request::new(self.world.transport(), f, what))
+        Ok(Request::new(self.world.config.timeout, self.world.transport(), f, what))
     }
 
     /// Starts reading into `buf` from `rank`'s window at `disp`; the request
@@ -114,7 +114,7 @@ impl<T: Element> Window<'_, T> {
         if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
-            return Ok(Request::new(
+            return Ok(Request::new(self.world.config.timeout, 
                 self.world.transport(),
                 InFlight::new(buf, None),
                 what,
@@ -125,6 +125,6 @@ impl<T: Element> Window<'_, T> {
         self.world
             .transport()
             .get_async(rank, &f, Self::remote(&d, off))?;
-        Ok(Request::new(self.world.transport(), f, what))
+        Ok(Request::new(self.world.config.timeout, self.world.transport(), f, what))
     }
 }
