@@ -1220,3 +1220,29 @@ fn collectives_at_1_to_9_ranks() {
         }
     }
 }
+
+/// `no_locks`: no lock queue even where locks take the software protocol
+/// (one is open without the hint), lock and lock_all refused, fences work.
+#[test]
+fn no_locks_opens_no_lock_queue() {
+    for ranks in RANKS {
+        run_with(config(Mode::Software), ranks, "no_locks", |w| {
+            let plain = Window::<u64>::allocate(w, 4)?;
+            assert!(plain.stats().lock_queue, "software locks open a queue");
+            let info = onesided::WindowInfo::new().no_locks(true);
+            let win = Window::<u64>::allocate_with(w, 4, &info)?;
+            assert!(!win.stats().lock_queue);
+            let e = win.lock_all().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::EpochMisuse);
+            let e = win.lock(0, LockType::Shared, Assert::NONE).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::EpochMisuse);
+            win.fence(Assert::NONE)?;
+            win.accumulate((w.rank() + 1) % w.size(), 1, &[5], Op::Sum)?;
+            win.fence(Assert::NONE)?;
+            assert_eq!(win.local_to_vec()?, vec![0, 5, 0, 0]);
+            let (mut a, mut b) = (plain, win);
+            b.free()?;
+            a.free()
+        });
+    }
+}

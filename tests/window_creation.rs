@@ -6,7 +6,7 @@
 #[allow(unused_macros)]
 mod common;
 
-use onesided::{Window, World};
+use onesided::{Assert, ErrorKind, LockType, MemoryModel, Window, WindowInfo, World, INFO_KEYS};
 
 /// Rank 0 runs with room for one window only (`ONESIDED_MAX_WINDOWS=1`):
 /// its second creation fails locally, the others learn it from the
@@ -65,4 +65,83 @@ spmd_test!(
     creation_fails_everywhere_when_one_rank_fails,
     jobs = common::matrix_one_provider(&[2, 4]),
     one_rank_fails
+);
+
+/// Hints and attributes: `Window::info` returns the hints in effect
+/// (`same_size` as found), `no_locks` refuses lock and lock_all with an
+/// epoch error and opens no lock queue while fences still work, the
+/// `same_size` hint with unequal lengths is an error on every rank and the
+/// next creation works, `len_of` reports each peer's length.
+fn hints_and_attributes() {
+    let world = World::init().unwrap();
+    let (me, p) = (world.rank(), world.size());
+    let right = (me + 1) % p;
+
+    let info = WindowInfo::new()
+        .set("no_locks", "true")
+        .unwrap()
+        .set("accumulate_ordering", "none")
+        .unwrap();
+    let mut win = Window::<u32>::allocate_with(&world, 16, &info).unwrap();
+    let got = win.info();
+    assert!(got.locks_disabled() && got.sizes_equal(), "{got:?}");
+    assert_eq!(got.get("accumulate_ordering").as_deref(), Some("none"));
+    assert_eq!(got.get("same_disp_unit").as_deref(), Some("true"));
+    for key in INFO_KEYS {
+        assert!(got.get(key).is_some(), "{key}");
+    }
+    assert_eq!(win.memory_model(), MemoryModel::Unified);
+    assert_eq!(win.disp_unit(), 4);
+    assert!(!win.stats().lock_queue, "no_locks opened a lock queue");
+    let e = win
+        .lock(right, LockType::Exclusive, Assert::NONE)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::EpochMisuse, "{e}");
+    assert!(e.to_string().contains("no_locks"), "{e}");
+    let e = win.lock_all().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::EpochMisuse, "{e}");
+    // Active target still works, every byte checked.
+    win.fence(Assert::NONE).unwrap();
+    win.put(right, 3, &[me as u32 + 100, 7]).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    let left = (me + p - 1) % p;
+    let v = win.local_to_vec().unwrap();
+    assert_eq!(&v[3..5], &[left as u32 + 100, 7]);
+    win.fence(Assert::NOSUCCEED).unwrap();
+    win.free().unwrap();
+
+    // Unequal lengths: same_size as found is false; len_of reads them.
+    let mut win = Window::<u64>::allocate(&world, 10 + me).unwrap();
+    assert_eq!(win.info().sizes_equal(), p == 1);
+    assert!(!win.info().locks_disabled());
+    for r in 0..p {
+        assert_eq!(win.len_of(r).unwrap(), 10 + r, "len_of({r})");
+    }
+    assert_eq!(
+        win.len_of(p).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    win.free().unwrap();
+
+    // The same_size hint with unequal lengths fails everywhere.
+    let hint = WindowInfo::new().same_size(true);
+    let r = Window::<u8>::allocate_with(&world, 8 + me, &hint);
+    if p > 1 {
+        let e = r.err().expect("same_size with unequal lengths must fail");
+        assert!(e.to_string().contains("same_size"), "{e}");
+    } else {
+        r.unwrap().free().unwrap();
+    }
+    // ... and the next creation works.
+    let mut win = Window::<u8>::allocate_with(&world, 8, &hint).unwrap();
+    assert!(win.info().sizes_equal());
+    assert_eq!(win.len_of(right).unwrap(), 8);
+    win.free().unwrap();
+    world.barrier().unwrap();
+}
+
+spmd_test!(
+    hints_and_attributes_in_effect,
+    &[1, 2, 3],
+    hints_and_attributes
 );

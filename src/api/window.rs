@@ -24,7 +24,7 @@ mod soft_lock;
 mod software;
 mod sync;
 
-pub use info::WindowInfo;
+pub use info::{WindowInfo, INFO_KEYS};
 pub use shared::SharedSegment;
 
 use super::element::{tag_name, Element};
@@ -57,6 +57,19 @@ pub struct WindowStats {
     /// us choose keys: peers are reached with no descriptor read
     /// (`meta::uniform`).
     pub uniform: bool,
+    /// A lock queue (the software lock protocol) is open for this window:
+    /// `false` on a window created with the `no_locks` hint, or where
+    /// locks take the back-end's lock word.
+    pub lock_queue: bool,
+}
+
+/// How a window's public and private copies relate (MPI's memory models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryModel {
+    /// One copy: RMA operations and local accesses see the same memory
+    /// (MPI_WIN_UNIFIED); `sync` orders them.
+    Unified,
 }
 
 /// The back-end capabilities on the operation path (see `Caps`).
@@ -270,6 +283,12 @@ impl<'a, T: Element> Window<'a, T> {
                     "window {id}: creation failed on another rank"
                 )))
             }
+            Ok(a) if info.sizes_equal() && !a.same_len && published.is_some() => {
+                return fail(Error::InvalidArgument(format!(
+                    "window {id}: created with the same_size hint, but the ranks passed \
+                     different lengths (this rank {len})"
+                )))
+            }
             Ok(a) => a,
             Err(e) => return fail(e),
         };
@@ -353,7 +372,45 @@ impl<'a, T: Element> Window<'a, T> {
             attach_table_reads: self.dynamic.as_ref().map_or(0, |d| d.table_reads()),
             cached_attach_tables: self.dynamic.as_ref().map_or(0, |d| d.cached_tables()),
             uniform: self.uniform,
+            lock_queue: self.soft_lock.is_some(),
         }
+    }
+
+    /// The hints in effect (MPI_Win_get_info): those given at creation,
+    /// with `same_size` as the creation found it.
+    pub fn info(&self) -> WindowInfo {
+        self.info.in_effect(self.same_len)
+    }
+
+    /// The memory model (MPI_WIN_MODEL): always [`MemoryModel::Unified`].
+    pub fn memory_model(&self) -> MemoryModel {
+        MemoryModel::Unified
+    }
+
+    /// The displacement unit (MPI_WIN_DISP_UNIT): displacements count
+    /// elements of `T`, so this is `size_of::<T>()` on every rank.
+    pub fn disp_unit(&self) -> usize {
+        std::mem::size_of::<T>()
+    }
+
+    /// The length in elements of `rank`'s part of the window (MPI_WIN_SIZE
+    /// of a peer; [`Window::len`] for this rank). Reads the peer's
+    /// descriptor on first use unless every rank passed the same length.
+    /// Dynamic windows: 0 (their memory is the attached regions).
+    ///
+    /// # Errors
+    /// A rank out of range, a freed window, or the peer unreachable.
+    pub fn len_of(&self, rank: usize) -> Result<usize> {
+        self.alive("len_of")?;
+        self.check_rank(rank)?;
+        if self.is_dynamic() {
+            return Ok(0);
+        }
+        if rank == self.me || self.same_len {
+            return Ok(self.len);
+        }
+        let d = self.target(rank)?;
+        Ok(d.len as usize / std::mem::size_of::<T>())
     }
 
     /// Benchmark support (`onesided-bench --raw`), not a stable API: the
@@ -376,6 +433,18 @@ impl<'a, T: Element> Window<'a, T> {
     /// Every rank passed the same length at creation.
     pub(crate) fn same_len(&self) -> bool {
         self.same_len
+    }
+
+    /// Refuses passive-target synchronization on a `no_locks` window.
+    fn check_locks_allowed(&self, op: &'static str) -> Result<()> {
+        if self.info.locks_disabled() {
+            return Err(Error::Epoch {
+                window: self.id,
+                op,
+                state: "on a window created with the no_locks hint".into(),
+            });
+        }
+        Ok(())
     }
 
     fn alive(&self, op: &'static str) -> Result<()> {

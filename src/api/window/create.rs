@@ -72,7 +72,8 @@ impl<'a, T: Element> Window<'a, T> {
         let reg = world.transport().register_keyed(mem, key)?.holding(mem.clone());
         let keyed = reg.key == key && reg.base == 0;
         let (node_flags, aux) = direct::window_flags(world, mem);
-        let soft_locks = lock::software_locks(world);
+        // `no_locks`: the window is never locked, so no lock queue.
+        let soft_locks = lock::software_locks(world) && !info.locks_disabled();
         let desc = Descriptor {
             id,
             base: reg.base,

@@ -14,15 +14,20 @@ const WAR: u8 = AtomicOrder::WAR.0;
 const WAW: u8 = AtomicOrder::WAW.0;
 
 /// Hints given at window creation, as MPI's `MPI_Info` keys
-/// `accumulate_ordering` and `accumulate_ops` (see `docs/semantics.md`) and,
-/// for [`Window::allocate_shared_with`](crate::Window::allocate_shared_with),
-/// `alloc_shared_noncontig` (see `docs/shm.md`).
+/// `accumulate_ordering`, `accumulate_ops` (see `docs/semantics.md`),
+/// `no_locks`, `same_size`, `same_disp_unit` and, for
+/// [`Window::allocate_shared_with`](crate::Window::allocate_shared_with),
+/// `alloc_shared_noncontig` (see `docs/shm.md`). Every rank passes the
+/// same hints. [`Window::info`](crate::Window::info) returns the hints in
+/// effect (MPI_Win_get_info).
 ///
 /// ```
 /// # fn f() -> onesided::Result<()> {
 /// let info = onesided::WindowInfo::new()
 ///     .accumulate_ordering("none")?
-///     .accumulate_ops("same_op")?;
+///     .accumulate_ops("same_op")?
+///     .set("no_locks", "true")?;
+/// assert_eq!(info.get("no_locks").as_deref(), Some("true"));
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +35,8 @@ pub struct WindowInfo {
     ordering: u8,
     same_op: bool,
     noncontig: bool,
+    no_locks: bool,
+    same_size: bool,
 }
 
 impl Default for WindowInfo {
@@ -38,9 +45,21 @@ impl Default for WindowInfo {
             ordering: RAR | RAW | WAR | WAW,
             same_op: false,
             noncontig: false,
+            no_locks: false,
+            same_size: false,
         }
     }
 }
+
+/// The keys [`WindowInfo::set`] and [`WindowInfo::get`] know.
+pub const INFO_KEYS: [&str; 6] = [
+    "accumulate_ordering",
+    "accumulate_ops",
+    "no_locks",
+    "same_size",
+    "same_disp_unit",
+    "alloc_shared_noncontig",
+];
 
 impl WindowInfo {
     /// MPI's defaults: `accumulate_ordering = rar,raw,war,waw`,
@@ -99,6 +118,105 @@ impl WindowInfo {
     /// must pass the same value.
     pub fn alloc_shared_noncontig(mut self, noncontig: bool) -> Self {
         self.noncontig = noncontig;
+        self
+    }
+
+    /// `no_locks` (default `false`): with `true` the window is never
+    /// locked — `lock`, `lock_all` and `lock_all_with` return an error —
+    /// and no lock queue is opened for it ([`WindowStats::lock_queue`]).
+    ///
+    /// [`WindowStats::lock_queue`]: crate::WindowStats::lock_queue
+    pub fn no_locks(mut self, on: bool) -> Self {
+        self.no_locks = on;
+        self
+    }
+
+    /// Whether `no_locks` was asked for.
+    pub fn locks_disabled(&self) -> bool {
+        self.no_locks
+    }
+
+    /// `same_size` (default `false`): every rank passes the same length.
+    /// onesided checks it at creation anyway (the creation's agreement
+    /// compares the lengths); with `true` a mismatch is an error on every
+    /// rank instead of a window of unequal parts.
+    pub fn same_size(mut self, on: bool) -> Self {
+        self.same_size = on;
+        self
+    }
+
+    /// Whether every rank's part has the same length: asked for (`same_size`
+    /// given), or, for [`Window::info`](crate::Window::info), found at
+    /// creation.
+    pub fn sizes_equal(&self) -> bool {
+        self.same_size
+    }
+
+    /// Sets hint `key` from its MPI string form (`"true"`/`"false"` for the
+    /// flags; MPI's values for `accumulate_ordering` and `accumulate_ops`).
+    /// `same_disp_unit` is always in effect (the displacement unit is the
+    /// element size on every rank) and accepts either value. Keys onesided
+    /// does not know are ignored, as MPI implementations ignore hints they
+    /// do not understand; [`INFO_KEYS`] lists the known ones.
+    ///
+    /// # Errors
+    /// A known key with a value it does not take.
+    pub fn set(self, key: &str, value: &str) -> Result<Self> {
+        let flag = || match value.trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(Error::InvalidArgument(format!(
+                "info key {key}: expected true or false, got {value:?}"
+            ))),
+        };
+        Ok(match key {
+            "accumulate_ordering" => self.accumulate_ordering(value)?,
+            "accumulate_ops" => self.accumulate_ops(value)?,
+            "no_locks" => self.no_locks(flag()?),
+            "same_size" => self.same_size(flag()?),
+            "same_disp_unit" => {
+                flag()?;
+                self
+            }
+            "alloc_shared_noncontig" => self.alloc_shared_noncontig(flag()?),
+            _ => self,
+        })
+    }
+
+    /// Hint `key` in MPI's string form, `None` for a key onesided does not
+    /// know.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let b = |v: bool| Some(v.to_string());
+        match key {
+            "accumulate_ordering" => Some(if self.ordering == 0 {
+                "none".to_string()
+            } else {
+                [(RAR, "rar"), (RAW, "raw"), (WAR, "war"), (WAW, "waw")]
+                    .iter()
+                    .filter(|(bit, _)| self.ordering & bit != 0)
+                    .map(|(_, name)| *name)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+            "accumulate_ops" => Some(
+                if self.same_op {
+                    "same_op"
+                } else {
+                    "same_op_no_op"
+                }
+                .to_string(),
+            ),
+            "no_locks" => b(self.no_locks),
+            "same_size" => b(self.same_size),
+            "same_disp_unit" => b(true),
+            "alloc_shared_noncontig" => b(self.noncontig),
+            _ => None,
+        }
+    }
+
+    /// The hints in effect for a created window: `same_size` as found.
+    pub(crate) fn in_effect(mut self, same_size: bool) -> Self {
+        self.same_size = same_size;
         self
     }
 
@@ -250,6 +368,30 @@ mod tests {
         }
         assert!(WindowInfo::new().accumulate_ops("same_op").is_ok());
         assert!(WindowInfo::new().accumulate_ops("same").is_err());
+    }
+
+    #[test]
+    fn string_keys_round_trip() {
+        let i = WindowInfo::new();
+        for key in INFO_KEYS {
+            let v = i.get(key).unwrap();
+            assert_eq!(i.set(key, &v).unwrap(), i, "{key}={v}");
+        }
+        assert_eq!(i.get("accumulate_ordering").unwrap(), "rar,raw,war,waw");
+        let j = i
+            .set("accumulate_ordering", "none")
+            .unwrap()
+            .set("no_locks", "true")
+            .unwrap()
+            .set("same_size", "true")
+            .unwrap()
+            .set("mpi_unknown_hint", "whatever")
+            .unwrap();
+        assert!(j.locks_disabled() && j.sizes_equal() && !j.ordered());
+        assert_eq!(j.get("accumulate_ordering").unwrap(), "none");
+        assert!(j.get("mpi_unknown_hint").is_none());
+        assert!(i.set("no_locks", "yes").is_err());
+        assert!(i.set("accumulate_ops", "x").is_err());
     }
 
     #[test]

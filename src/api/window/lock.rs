@@ -312,6 +312,7 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         self.check_rank(rank)?;
+        self.check_locks_allowed("lock")?;
         self.new_access_epoch();
         let nocheck = assert.contains(Assert::NOCHECK);
         self.epoch()?.begin_lock(self.id, rank, kind, nocheck)?;

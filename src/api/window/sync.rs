@@ -126,6 +126,7 @@ impl<T: Element> Window<'_, T> {
                 self.id, assert.0
             )));
         }
+        self.check_locks_allowed("lock_all")?;
         self.epoch()?
             .lock_all(self.id, assert.contains(Assert::NOCHECK))?;
         self.new_access_epoch();
