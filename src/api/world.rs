@@ -119,8 +119,8 @@ impl World {
 
     fn start(config: Config) -> Result<World> {
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
-        let rank = boot.rank();
-        Self::start_with(config, boot, |c| crate::transport::open(c, rank))
+        let (rank, size) = (boot.rank(), boot.size());
+        Self::start_with(config, boot, |c| crate::transport::open(c, rank, size))
     }
 
     /// Starts this rank's part of the job on a bootstrap already joined,

@@ -146,6 +146,9 @@ pub struct TransportStats {
     pub connections: u64,
     /// Connections made again after an error.
     pub reconnections: u64,
+    /// Times the shared receive queue fell below its limit (native verbs:
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`; the credits should keep this 0).
+    pub srq_limit_events: u64,
 }
 
 /// Largest message [`Transport::send`] accepts, in bytes, and the size of
@@ -332,14 +335,14 @@ pub type SharedTransport = Arc<dyn Transport>;
 /// The back-end cannot be opened here (no provider, no device, loopback
 /// outside a job of threads): the error names the back-end and what is
 /// missing.
-pub fn open(config: &crate::config::Config, rank: usize) -> Result<SharedTransport> {
+pub fn open(config: &crate::config::Config, rank: usize, size: usize) -> Result<SharedTransport> {
     use crate::config::Backend;
     match config.backend {
         Backend::Auto if config.provider.is_none() && verbs::device::usable_port_exists() => {
-            Ok(Arc::new(verbs::VerbsTransport::open(config, rank)?))
+            Ok(Arc::new(verbs::VerbsTransport::open(config, rank, size)?))
         }
         Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
-        Backend::Verbs => Ok(Arc::new(verbs::VerbsTransport::open(config, rank)?)),
+        Backend::Verbs => Ok(Arc::new(verbs::VerbsTransport::open(config, rank, size)?)),
         Backend::Loopback => Err(loopback::launched()),
     }
 }

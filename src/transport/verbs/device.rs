@@ -338,6 +338,20 @@ fn os_err(call: &'static str, ctx: impl Into<String>) -> Error {
     )
 }
 
+/// An asynchronous event of the device (`ibv_get_async_event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AsyncEvent {
+    /// The shared receive queue fell below its armed limit (the limit is
+    /// disarmed by the event; arm it again).
+    SrqLimit,
+    /// A queue pair (number) went to the error state (event type).
+    QpError(u32, u32),
+    /// The port or the device failed (event type).
+    Fatal(u32),
+    /// Anything else (event type): logged.
+    Other(u32),
+}
+
 /// An open device context; closed on drop.
 pub(crate) struct Context {
     pub(crate) ctx: *mut ffi::ibv_context,
@@ -394,7 +408,60 @@ impl Context {
                 format!("no device named {name}"),
             ));
         }
-        Ok(Context { ctx: found })
+        // Asynchronous events are read without blocking (`async_events`):
+        // the progress engine polls them, never waits in them.
+        // SAFETY: `found` is an open context; async_fd is its descriptor.
+        let fd = unsafe { (*found).async_fd };
+        // SAFETY: fcntl on a descriptor the context owns; only O_NONBLOCK
+        // is added to its flags.
+        let nonblocking = unsafe {
+            let flags = nix::libc::fcntl(fd, nix::libc::F_GETFL);
+            flags >= 0 && nix::libc::fcntl(fd, nix::libc::F_SETFL, flags | nix::libc::O_NONBLOCK) == 0
+        };
+        let ctx = Context { ctx: found };
+        if !nonblocking {
+            return Err(os_err("fcntl", format!("making {name}'s async event fd non-blocking")));
+        }
+        Ok(ctx)
+    }
+
+    /// The descriptor that becomes readable when an asynchronous event
+    /// (SRQ limit, queue pair error, port change) is pending.
+    pub(crate) fn async_fd(&self) -> std::os::raw::c_int {
+        // SAFETY: ctx is open for as long as self lives.
+        unsafe { (*self.ctx).async_fd }
+    }
+
+    /// The asynchronous events pending now (none if the queue is empty),
+    /// each acknowledged.
+    pub(crate) fn async_events(&self) -> Vec<AsyncEvent> {
+        let mut out = Vec::new();
+        loop {
+            let mut ev = ffi::ibv_async_event::default();
+            // SAFETY: ctx is open; ev is a valid out-parameter; the fd is
+            // non-blocking (set at open), so this returns -1 when empty.
+            if unsafe { ffi::ibv_get_async_event(self.ctx, &mut ev) } != 0 {
+                break;
+            }
+            let kind = ev.event_type;
+            let event = match kind {
+                ffi::IBV_EVENT_SRQ_LIMIT_REACHED => AsyncEvent::SrqLimit,
+                ffi::IBV_EVENT_QP_FATAL
+                | ffi::IBV_EVENT_QP_REQ_ERR
+                | ffi::IBV_EVENT_QP_ACCESS_ERR => {
+                    // SAFETY: for these event types the element is the QP
+                    // (ibv_get_async_event(3)); it is alive until acked.
+                    let qpn = unsafe { ev.element.qp.as_ref().map_or(0, |q| q.qp_num) };
+                    AsyncEvent::QpError(qpn, kind)
+                }
+                ffi::IBV_EVENT_PORT_ERR | ffi::IBV_EVENT_DEVICE_FATAL => AsyncEvent::Fatal(kind),
+                other => AsyncEvent::Other(other),
+            };
+            // SAFETY: every event returned is acknowledged exactly once.
+            unsafe { ffi::ibv_ack_async_event(&mut ev) };
+            out.push(event);
+        }
+        out
     }
 
     /// The device's limits and ports.

@@ -95,22 +95,31 @@ impl Srq {
         for i in 0..count {
             s.repost(i)?;
         }
-        // Limit event at a quarter of the buffers.
+        s.arm_limit()?;
+        Ok(s)
+    }
+
+    /// Arms the limit event at a quarter of the buffers (again after it
+    /// fired: the device disarms it).
+    ///
+    /// # Errors
+    /// `ibv_modify_srq` failing.
+    pub fn arm_limit(&self) -> Result<()> {
         let mut lim = ffi::ibv_srq_attr {
             max_wr: 0,
             max_sge: 0,
-            srq_limit: u32::try_from(count / 4).unwrap_or(0),
+            srq_limit: u32::try_from(self.count / 4).unwrap_or(0),
         };
         if lim.srq_limit > 0 {
             // SAFETY: srq is valid; only the limit is modified.
             let rc = unsafe {
-                ffi::ibv_modify_srq(s.srq, &mut lim, ffi::IBV_SRQ_LIMIT as i32)
+                ffi::ibv_modify_srq(self.srq, &mut lim, ffi::IBV_SRQ_LIMIT as i32)
             };
             if rc != 0 {
                 return Err(rc_err("ibv_modify_srq", "arming the SRQ limit", rc));
             }
         }
-        Ok(s)
+        Ok(())
     }
 
     /// Number of buffers.

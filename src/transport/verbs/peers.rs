@@ -259,7 +259,9 @@ impl VerbsTransport {
         let Ok(from) = usize::try_from(h.rank) else {
             return;
         };
-        if from == self.rank {
+        if from == self.rank || from >= self.size {
+            // Not a peer of this job: at most one queue pair per rank.
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let Ok(mut peers) = self.peers.lock() else {

@@ -318,7 +318,7 @@ fn backend_verbs_opens_the_device_or_says_why_not() {
         return skip("ONESIDED_IB_DEVICE is set; this test checks the automatic choice");
     }
     let config = crate::config::Config::from_env().expect("config");
-    let opened = super::VerbsTransport::open(&config, 0);
+    let opened = super::VerbsTransport::open(&config, 0, 2);
     match devices() {
         Ok(d) if d.is_empty() => {
             let e = opened.err().expect("no device: an error").to_string();
@@ -352,8 +352,8 @@ fn transport_connects_recovers_after_an_error_and_counts_nic_atomics() {
     }
     let mut config = crate::config::Config::from_env().expect("config");
     config.timeout = Some(Duration::from_secs(60));
-    let t0 = super::VerbsTransport::open(&config, 0).expect("rank 0");
-    let t1 = Arc::new(super::VerbsTransport::open(&config, 1).expect("rank 1"));
+    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("rank 0");
+    let t1 = Arc::new(super::VerbsTransport::open(&config, 1, 2).expect("rank 1"));
     let stop = Arc::new(AtomicBool::new(false));
     let agent = {
         let (t1, stop) = (t1.clone(), stop.clone());
@@ -413,4 +413,102 @@ fn transport_connects_recovers_after_an_error_and_counts_nic_atomics() {
     stop.store(true, Ordering::Release);
     agent.join().unwrap();
     drop(reg);
+}
+
+/// A flood of handshake requests claiming ranks outside the job (a stray
+/// or hostile datagram) makes no queue pair: they are dropped and counted.
+#[test]
+fn handshakes_from_ranks_outside_the_job_make_no_queue_pair() {
+    use crate::transport::Transport;
+    if !have_device() {
+        return;
+    }
+    let mut config = crate::config::Config::from_env().expect("config");
+    config.timeout = Some(Duration::from_secs(60));
+    let t = super::VerbsTransport::open(&config, 0, 2).expect("rank 0");
+    let dropped = t.stats().messages_dropped;
+    let qp = super::conn::QpAddr {
+        gid: [0xfe; 16],
+        lid: 1,
+        qpn: 0x1234,
+        psn: 7,
+    };
+    for rank in 2..1002u32 {
+        t.on_hello(&super::handshake::Hello {
+            reply: false,
+            rank,
+            generation: 3,
+            answers: 0,
+            qp,
+            ud_qpn: 99,
+        });
+    }
+    assert_eq!(t.peer_count(), 0, "a queue pair was made for a rank outside the job");
+    assert_eq!(t.stats().messages_dropped, dropped + 1000);
+}
+
+/// The shared receive queue's limit event: rank 1 stops serving its
+/// receive queue, rank 0 fills three quarters of it and more; rank 1's
+/// device raises `IBV_EVENT_SRQ_LIMIT_REACHED`, which its progress counts
+/// (and arms again); then every message is received.
+#[test]
+fn srq_limit_event_is_counted_and_rearmed() {
+    use crate::transport::{Receiver, Transport, RECV_BUFFERS};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    if !have_device() {
+        return;
+    }
+    struct Count(AtomicUsize);
+    impl Receiver for Count {
+        fn receive(&self, _buf: &mut [u8], _len: usize) -> Option<(usize, usize)> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        fn resolve(&self, _rank: usize) -> crate::error::Result<()> {
+            Ok(())
+        }
+    }
+    let mut config = crate::config::Config::from_env().expect("config");
+    config.timeout = Some(Duration::from_secs(60));
+    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("rank 0");
+    let t1 = Arc::new(super::VerbsTransport::open(&config, 1, 2).expect("rank 1"));
+    let got = Arc::new(Count(AtomicUsize::new(0)));
+    t1.set_receiver(got.clone());
+    // Rank 1 serves the handshake, then stops.
+    let stop = Arc::new(AtomicBool::new(false));
+    let agent = {
+        let (t1, stop) = (t1.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                t1.progress().expect("rank 1 progress");
+                std::thread::yield_now();
+            }
+        })
+    };
+    t0.connect(1, t1.card()).expect("connect");
+    t0.send(1, b"first").expect("first send");
+    while got.0.load(Ordering::Relaxed) == 0 {
+        t0.progress().expect("rank 0 progress");
+    }
+    stop.store(true, Ordering::Release);
+    agent.join().unwrap();
+    // Nobody polls rank 1 now: its NIC fills the receive buffers.
+    let n = RECV_BUFFERS * 3 / 4 + 2;
+    for i in 0..n {
+        t0.send(1, &(i as u64).to_le_bytes()).expect("send");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while t1.stats().srq_limit_events == 0 {
+        t1.handle_async_events();
+        assert!(std::time::Instant::now() < deadline, "no SRQ limit event");
+        std::thread::yield_now();
+    }
+    while got.0.load(Ordering::Relaxed) < n + 1 {
+        t1.progress().expect("rank 1 progress");
+        t0.progress().expect("rank 0 progress");
+        assert!(std::time::Instant::now() < deadline, "messages lost: {:?}", got.0);
+    }
+    let s = t1.stats();
+    assert!(s.srq_limit_events >= 1, "{s:?}");
+    eprintln!("verbs SRQ limit: {n} messages while unserved, event counted: {s:?}");
 }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::atomic::ByteOrder;
 use super::conn::{Access, Device, Mr, RcQp};
 use super::cq::{Cq, OpKind, Wc, WrId};
-use super::device::BACKEND;
+use super::device::{AsyncEvent, BACKEND};
 use super::handshake::{Card, Ud};
 use super::msg::Srq;
 use super::ops::{Op, OpTable};
@@ -64,6 +64,8 @@ pub(super) struct Counters {
     pub dropped: AtomicU64,
     pub connections: AtomicU64,
     pub reconnections: AtomicU64,
+    pub srq_limit_events: AtomicU64,
+    pub progress_calls: AtomicU64,
 }
 
 /// The native verbs back-end.
@@ -78,6 +80,8 @@ pub struct VerbsTransport {
     pub(super) cq: Arc<Cq>,
     pub(super) dev: Arc<Device>,
     pub(super) rank: usize,
+    /// Ranks of the job: handshakes from any other number are dropped.
+    pub(super) size: usize,
     pub(super) timeout: Option<std::time::Duration>,
     pub(super) next_generation: AtomicU16,
     pub(super) order: ByteOrder,
@@ -106,7 +110,7 @@ impl VerbsTransport {
     ///
     /// # Errors
     /// No usable port (naming the device), or a verbs call failing.
-    pub fn open(config: &Config, rank: usize) -> Result<VerbsTransport> {
+    pub fn open(config: &Config, rank: usize, size: usize) -> Result<VerbsTransport> {
         let choice = super::choose_from_env()?;
         let dev = Device::open(choice)?;
         let d = &dev.choice.device;
@@ -132,6 +136,7 @@ impl VerbsTransport {
             caps: super::caps::caps(&dev.choice.device, dev.choice.port.port, 0, usize::MAX),
             dev,
             rank,
+            size,
             timeout: config.timeout,
             next_generation: AtomicU16::new(1),
             order: ByteOrder::Native,
@@ -205,6 +210,46 @@ impl VerbsTransport {
         b.copy_from_slice(v.get(..8).unwrap_or(&[0; 8]));
         drop(mr);
         ByteOrder::detect(u64::from_ne_bytes(b))
+    }
+
+    /// Handles the device's pending asynchronous events: the SRQ limit is
+    /// counted and armed again (the senders' credits should keep it from
+    /// firing; `rnr_retry` covers the rest), a queue pair error breaks that
+    /// peer's connection (made again on next use), a port or device error
+    /// is logged.
+    pub(super) fn handle_async_events(&self) {
+        for ev in self.dev.ctx.async_events() {
+            match ev {
+                AsyncEvent::SrqLimit => {
+                    let n = self.counters.srq_limit_events.fetch_add(1, Ordering::Relaxed);
+                    if n == 0 {
+                        tracing::warn!(
+                            "verbs: the shared receive queue ran below a quarter of its {} \
+                             buffers (senders retry on receiver-not-ready)",
+                            self.srq.count()
+                        );
+                    }
+                    if let Err(e) = self.srq.arm_limit() {
+                        tracing::warn!("verbs: {e}");
+                    }
+                }
+                AsyncEvent::QpError(qpn, kind) => {
+                    let hit = self.peers.lock().ok().and_then(|peers| {
+                        peers
+                            .iter()
+                            .find(|(_, p)| p.qp.qpn == qpn)
+                            .map(|(&r, p)| (r, p.generation))
+                    });
+                    if let Some((rank, generation)) = hit {
+                        self.broken(rank, generation, &format!("async event {kind} on the queue pair"));
+                    }
+                }
+                AsyncEvent::Fatal(kind) => {
+                    tracing::error!("verbs: device {}: async event {kind} (port or device error)", self.dev.choice.device.name)
+                }
+                AsyncEvent::Other(kind) => tracing::debug!("verbs: async event {kind}"),
+            }
+        }
     }
 
     /// Byte order of fetched atomic results on this NIC (self-test).
@@ -664,6 +709,7 @@ impl Transport for VerbsTransport {
             nic_compare_swap: l(&c.compare_swap),
             connections: l(&c.connections),
             reconnections: l(&c.reconnections),
+            srq_limit_events: l(&c.srq_limit_events),
         }
     }
 
@@ -864,6 +910,12 @@ impl Transport for VerbsTransport {
     }
 
     fn progress(&self) -> Result<usize> {
+        // Asynchronous events are rare: looked at every 256th call, and
+        // before the progress agent sleeps (`arm`), which their descriptor
+        // wakes.
+        if self.counters.progress_calls.fetch_add(1, Ordering::Relaxed) % 256 == 0 {
+            self.handle_async_events();
+        }
         let wcs = self.cq.poll(32)?;
         for wc in &wcs {
             self.complete(wc);
@@ -872,16 +924,22 @@ impl Transport for VerbsTransport {
     }
 
     fn event_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
-        self.cq
+        let mut fds: Vec<_> = self
+            .cq
             .event_fd()
             .iter()
             // SAFETY: the fd belongs to the completion channel, which lives
             // as long as the CQ, i.e. as long as `self`.
             .map(|&fd| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
-            .collect()
+            .collect();
+        // SAFETY: the device context owns its async fd and lives as long
+        // as `self` (through `dev`).
+        fds.push(unsafe { std::os::fd::BorrowedFd::borrow_raw(self.dev.ctx.async_fd()) });
+        fds
     }
 
     fn arm(&self) -> Result<bool> {
+        self.handle_async_events();
         self.cq.arm()
     }
 
