@@ -200,7 +200,7 @@ fn epochs(
                     "phase": phase,
                     "rank": rank,
                     "size": size,
-                    "provider": world.transport_caps().name,
+                    "provider": world.provider(),
                     "rkey_misses": after.rkey_cache.misses - before.rkey_cache.misses,
                     "spent": spent(&before, &after),
                 })
@@ -267,7 +267,7 @@ fn run(cli: &Cli) -> Result<Value, Box<dyn std::error::Error>> {
         "rank": rank,
         "size": size,
         "role": role(rank),
-        "provider": world.transport_caps().name,
+        "provider": world.provider(),
         "bytes": cli.bytes,
         "cycles": cli.cycles,
         "rss_start": rss_start,
