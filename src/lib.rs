@@ -60,7 +60,9 @@ pub mod stats;
 pub use api::element::{Element, Integer};
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
-pub use api::window::{MemoryModel, Window, WindowInfo, WindowMemory, INFO_KEYS};
+pub use api::window::{
+    MemoryModel, Scope, ScopedRequest, Window, WindowInfo, WindowMemory, INFO_KEYS,
+};
 pub use api::world::{World, WorldBuilder};
 pub use config::{Backend, ProgressMode};
 pub use epoch::{Assert, LockType};

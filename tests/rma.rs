@@ -386,7 +386,61 @@ fn request_sets() {
     win.free().unwrap();
 }
 
+/// Borrowed transfers in a scope: rgets into parts of one buffer (one
+/// waited for, two left to the scope's end),
+/// an rput from a borrowed slice; every element checked after the scope.
+fn scoped_borrowed_transfers() {
+    let world = World::init().unwrap();
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    const LEN: usize = 900;
+    // LEN elements the neighbour reads, then 4 this rank patches itself.
+    let mine: Vec<u32> = (0..LEN as u32 + 4).map(|i| i * 7 + me as u32).collect();
+    let mut win = Window::<u32>::create(&world, mine).unwrap();
+    win.lock_all().unwrap();
+    let mut halo = vec![0u32; 3 * 300 + 5];
+    let (a, rest) = halo.split_at_mut(300);
+    let (b, rest) = rest.split_at_mut(300);
+    let (c, _tail) = rest.split_at_mut(300);
+    let patch: Vec<u32> = vec![0xdead_0000 + me as u32; 4];
+    win.scope(|s| {
+        let ra = s.rget(right, 0, a)?;
+        // Neither waited for: the scope's end fills them.
+        let _ = s.rget(right, 300, b)?;
+        let _unwaited = s.rget(right, 600, c)?;
+        let rp = s.rput(me, LEN, &patch)?;
+        ra.wait()?;
+        rp.wait()?;
+        Ok(())
+    })
+    .unwrap();
+    let want: Vec<u32> = (0..LEN as u32).map(|i| i * 7 + right as u32).collect();
+    if let Some(i) = (0..LEN).find(|&i| halo[i] != want[i]) {
+        panic!(
+            "scoped rgets from rank {right}: element {i} is {}, expected {}",
+            halo[i], want[i]
+        );
+    }
+    assert_eq!(&halo[LEN..], &[0; 5], "past the slices: untouched");
+    // Out of the window: an error from the scope, the window still works.
+    let mut big = vec![0u32; LEN + 5];
+    let e = win.scope(|s| s.rget(right, 0, &mut big).map(|_| ()));
+    assert!(e.is_err(), "an rget past the window must fail");
+    win.flush_all().unwrap();
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    let v = win.local_to_vec().unwrap();
+    assert_eq!(&v[LEN..], &[0xdead_0000 + me as u32; 4], "scoped rput");
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
 spmd_test!(request_sets_wait_and_test, &[2, 3], request_sets);
+spmd_test!(
+    scoped_borrowed_rget_rput,
+    &[1, 2, 3],
+    scoped_borrowed_transfers
+);
 spmd_test!(put_get_every_size_lock_all, &[2, 4], put_get_lock_all);
 spmd_test!(put_get_every_size_fence, &[2, 4], put_get_fence);
 spmd_test!(

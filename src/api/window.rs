@@ -20,11 +20,13 @@ mod lock;
 mod pscw;
 mod rma;
 mod shared;
+mod scope;
 mod soft_lock;
 mod software;
 mod sync;
 
 pub use info::{WindowInfo, INFO_KEYS};
+pub use scope::{Scope, ScopedRequest};
 pub use shared::SharedSegment;
 
 use super::element::{tag_name, Element};

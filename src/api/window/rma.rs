@@ -81,7 +81,8 @@ impl<T: Element> Window<'_, T> {
         if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
-            return Ok(Request::new(self.world.config.timeout, 
+            return Ok(Request::new(
+                self.world.config.timeout,
                 self.world.transport(),
                 InFlight::new(data, None),
                 what,
@@ -114,7 +115,8 @@ impl<T: Element> Window<'_, T> {
         if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
-            return Ok(Request::new(self.world.config.timeout, 
+            return Ok(Request::new(
+                self.world.config.timeout,
                 self.world.transport(),
                 InFlight::new(buf, None),
                 what,
