@@ -46,7 +46,7 @@ command -v qemu-system-x86_64 > /dev/null || [ "$(id -u)" = 0 ] ||
 start=$(date +%s)
 # Build on the host; the guest runs the binaries with the host's userland.
 cargo build --bins --examples --features unstable
-suites="rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives"
+suites="rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts"
 json=$(cargo test --features unstable --lib $(printf -- '--test %s ' $suites) --no-run \
   --message-format=json 2> /dev/null)
 bin() { # target kind, name

@@ -58,6 +58,7 @@ pub mod launcher;
 pub mod stats;
 
 pub use api::element::{Element, Integer};
+pub use api::layout::Layout;
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
 pub use api::window::{

@@ -1,6 +1,7 @@
 //! The public API: [`World`], [`Window`], [`Request`].
 
 pub mod element;
+pub mod layout;
 mod node;
 pub mod op;
 pub mod request;

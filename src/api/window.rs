@@ -20,6 +20,7 @@ mod lock;
 mod pscw;
 mod rma;
 mod shared;
+mod layout;
 mod scope;
 mod soft_lock;
 mod software;

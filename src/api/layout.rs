@@ -1,0 +1,260 @@
+//! Noncontiguous layouts (MPI's derived datatypes for RMA): which elements
+//! of a buffer or of a window an operation touches, as a list of
+//! contiguous blocks in the order the data is packed.
+
+use crate::error::{Error, Result};
+
+/// Where the elements of a noncontiguous transfer are, in elements of the
+/// buffer or window (from the displacement the call gives): blocks of
+/// consecutive elements, in the order the data travels. Built by
+/// [`Layout::contiguous`], [`Layout::vector`] (MPI_Type_vector),
+/// [`Layout::indexed`] (MPI_Type_indexed) and [`Layout::subarray`]
+/// (MPI_Type_create_subarray, C order).
+///
+/// ```
+/// # fn f() -> onesided::Result<()> {
+/// use onesided::Layout;
+/// // Column 3 of a 4 x 10 row-major array: 4 blocks of 1, stride 10.
+/// let column = Layout::vector(4, 1, 10)?;
+/// assert_eq!(column.blocks(), &[(0, 1), (10, 1), (20, 1), (30, 1)]);
+/// assert_eq!((column.len(), column.extent()), (4, 31));
+/// // The 2 x 3 block at (1, 2) of the same array.
+/// let tile = Layout::subarray(&[4, 10], &[2, 3], &[1, 2])?;
+/// assert_eq!(tile.blocks(), &[(12, 3), (22, 3)]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    blocks: Vec<(usize, usize)>,
+    len: usize,
+    extent: usize,
+}
+
+impl Layout {
+    /// `n` consecutive elements.
+    pub fn contiguous(n: usize) -> Layout {
+        Layout {
+            blocks: if n == 0 { Vec::new() } else { vec![(0, n)] },
+            len: n,
+            extent: n,
+        }
+    }
+
+    /// `count` blocks of `blocklen` elements, block `i` starting at
+    /// `i * stride` (MPI_Type_vector with a positive stride).
+    ///
+    /// # Errors
+    /// `stride < blocklen` (blocks would overlap) or a size overflowing.
+    pub fn vector(count: usize, blocklen: usize, stride: usize) -> Result<Layout> {
+        if count > 1 && stride < blocklen {
+            return Err(Error::InvalidArgument(format!(
+                "vector layout: stride {stride} is smaller than the block length {blocklen}"
+            )));
+        }
+        // The last block's end must fit (this also bounds the loop below).
+        if count > 0 {
+            let last = checked((count - 1).checked_mul(stride), "vector layout")?;
+            checked(last.checked_add(blocklen), "vector layout")?;
+            checked(count.checked_mul(blocklen), "vector layout")?;
+        }
+        if stride == blocklen || count <= 1 {
+            return Ok(Self::contiguous(count * blocklen));
+        }
+        let blocks: Vec<_> = (0..count).map(|i| (i * stride, blocklen)).collect();
+        Self::indexed(&blocks)
+    }
+
+    /// Blocks given as `(displacement, length)` in elements, in the order
+    /// the data travels (MPI_Type_indexed). Empty blocks are dropped.
+    ///
+    /// # Errors
+    /// A block whose end overflows.
+    pub fn indexed(blocks: &[(usize, usize)]) -> Result<Layout> {
+        let mut len = 0usize;
+        let mut extent = 0usize;
+        let mut out = Vec::with_capacity(blocks.len());
+        for &(at, n) in blocks.iter().filter(|b| b.1 > 0) {
+            let end = checked(at.checked_add(n), "indexed layout")?;
+            len = checked(len.checked_add(n), "indexed layout")?;
+            extent = extent.max(end);
+            // Runs that continue the previous block travel as one.
+            match out.last_mut() {
+                Some((a, m)) if *a + *m == at => *m += n,
+                _ => out.push((at, n)),
+            }
+        }
+        Ok(Layout {
+            blocks: out,
+            len,
+            extent,
+        })
+    }
+
+    /// The part `subsizes` starting at `starts` of a row-major (C order)
+    /// array of shape `sizes` (MPI_Type_create_subarray with
+    /// MPI_ORDER_C); any number of dimensions.
+    ///
+    /// # Errors
+    /// Dimensions that differ in number, a part that does not fit in the
+    /// array, or a size overflowing.
+    pub fn subarray(sizes: &[usize], subsizes: &[usize], starts: &[usize]) -> Result<Layout> {
+        let d = sizes.len();
+        if subsizes.len() != d || starts.len() != d || d == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "subarray layout: sizes, subsizes and starts need the same number (> 0) of \
+                 dimensions, got {}, {} and {}",
+                d,
+                subsizes.len(),
+                starts.len()
+            )));
+        }
+        for k in 0..d {
+            if starts[k].checked_add(subsizes[k]).is_none_or(|e| e > sizes[k]) {
+                return Err(Error::InvalidArgument(format!(
+                    "subarray layout: dimension {k}: {} elements from {} exceed its size {}",
+                    subsizes[k], starts[k], sizes[k]
+                )));
+            }
+        }
+        // Element strides of each dimension (row-major).
+        let mut strides = vec![1usize; d];
+        for k in (0..d - 1).rev() {
+            strides[k] = checked(strides[k + 1].checked_mul(sizes[k + 1]), "subarray layout")?;
+        }
+        if subsizes.contains(&0) {
+            return Self::indexed(&[]);
+        }
+        // One block per row of the last dimension: walk the index space of
+        // the first d - 1 dimensions like an odometer.
+        let rows = subsizes[..d - 1]
+            .iter()
+            .try_fold(1usize, |a, &b| a.checked_mul(b));
+        let rows = checked(rows, "subarray layout")?;
+        // Every offset is below the array's size: it must fit.
+        sizes
+            .iter()
+            .try_fold(1usize, |a, &b| a.checked_mul(b))
+            .ok_or_else(|| {
+                Error::InvalidArgument("subarray layout: the array's size overflows".into())
+            })?;
+        let mut blocks = Vec::with_capacity(rows);
+        let mut index = vec![0usize; d - 1];
+        for _ in 0..rows {
+            let mut at = starts[d - 1];
+            for k in 0..d - 1 {
+                at += (starts[k] + index[k]) * strides[k];
+            }
+            blocks.push((at, subsizes[d - 1]));
+            for k in (0..d - 1).rev() {
+                index[k] += 1;
+                if index[k] < subsizes[k] {
+                    break;
+                }
+                index[k] = 0;
+            }
+        }
+        Self::indexed(&blocks)
+    }
+
+    /// The blocks, `(displacement, length)` in elements, in transfer order
+    /// (adjacent ones merged).
+    pub fn blocks(&self) -> &[(usize, usize)] {
+        &self.blocks
+    }
+
+    /// Elements the layout holds (what travels).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the layout holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// One past the last element touched: the buffer or window must hold
+    /// at least this many elements from the displacement.
+    pub fn extent(&self) -> usize {
+        self.extent
+    }
+
+    /// Gathers the elements of `buf` this layout names, in order.
+    pub(crate) fn pack<T: Copy>(&self, buf: &[T]) -> Result<Vec<T>> {
+        self.fits(buf.len(), "origin buffer")?;
+        let mut out = Vec::with_capacity(self.len);
+        for &(at, n) in &self.blocks {
+            out.extend_from_slice(&buf[at..at + n]);
+        }
+        Ok(out)
+    }
+
+    /// Scatters `packed` into the elements of `buf` this layout names.
+    pub(crate) fn unpack<T: Copy>(&self, packed: &[T], buf: &mut [T]) -> Result<()> {
+        self.fits(buf.len(), "origin buffer")?;
+        let mut pos = 0;
+        for &(at, n) in &self.blocks {
+            let src = packed.get(pos..pos + n).ok_or_else(|| {
+                Error::InvalidArgument("unpacking: fewer elements than the layout holds".into())
+            })?;
+            buf[at..at + n].copy_from_slice(src);
+            pos += n;
+        }
+        Ok(())
+    }
+
+    /// Checks that a buffer of `len` elements holds the layout.
+    pub(crate) fn fits(&self, len: usize, what: &str) -> Result<()> {
+        if self.extent > len {
+            return Err(Error::InvalidArgument(format!(
+                "layout reaches element {} but the {what} has {len}",
+                self.extent - 1
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn checked(v: Option<usize>, what: &str) -> Result<usize> {
+    v.ok_or_else(|| Error::InvalidArgument(format!("{what}: size overflows")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_indexed_subarray() {
+        let v = Layout::vector(3, 2, 5).unwrap();
+        assert_eq!(v.blocks(), &[(0, 2), (5, 2), (10, 2)]);
+        assert_eq!((v.len(), v.extent()), (6, 12));
+        // stride == blocklen is contiguous: one block.
+        assert_eq!(Layout::vector(4, 3, 3).unwrap().blocks(), &[(0, 12)]);
+        assert!(Layout::vector(2, 3, 2).is_err());
+        let i = Layout::indexed(&[(7, 1), (0, 2), (2, 1), (9, 0)]).unwrap();
+        assert_eq!(i.blocks(), &[(7, 1), (0, 3)]);
+        assert_eq!((i.len(), i.extent()), (4, 8));
+        let s = Layout::subarray(&[3, 4, 5], &[2, 2, 3], &[1, 1, 2]).unwrap();
+        assert_eq!(s.blocks(), &[(27, 3), (32, 3), (47, 3), (52, 3)]);
+        assert_eq!(s.len(), 12);
+        assert!(Layout::subarray(&[4], &[3], &[2]).is_err());
+        assert!(Layout::subarray(&[4, 4], &[1], &[0]).is_err());
+        assert!(Layout::subarray(&[4, 4], &[0, 2], &[0, 0]).unwrap().is_empty());
+        assert!(Layout::indexed(&[(usize::MAX, 2)]).is_err());
+        assert!(Layout::vector(usize::MAX, 1, 2).is_err());
+        assert_eq!(Layout::vector(0, 5, 1).unwrap().len(), 0);
+        assert_eq!(Layout::vector(1, 5, 1).unwrap().blocks(), &[(0, 5)]);
+    }
+
+    #[test]
+    fn pack_unpack_round_trip() {
+        let buf: Vec<u32> = (0..20).collect();
+        let l = Layout::subarray(&[4, 5], &[2, 2], &[1, 3]).unwrap();
+        let p = l.pack(&buf).unwrap();
+        assert_eq!(p, vec![8, 9, 13, 14]);
+        let mut back = vec![0u32; 20];
+        l.unpack(&p, &mut back).unwrap();
+        assert_eq!((back[8], back[9], back[13], back[14]), (8, 9, 13, 14));
+        assert_eq!(back.iter().filter(|&&x| x != 0).count(), 4);
+        assert!(l.pack(&buf[..14]).is_err());
+    }
+}
