@@ -54,6 +54,8 @@ internal! {
     mod transport;
 }
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod launcher;
 pub mod stats;
 

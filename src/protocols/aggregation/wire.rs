@@ -177,6 +177,38 @@ pub fn decode(p: &[u8]) -> Result<(u64, Vec<Entry<'_>>), String> {
 }
 
 #[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    #[test]
+    fn fuzz_batch() {
+        let mut m = Vec::new();
+        begin(&mut m, 6);
+        push(
+            &mut m,
+            &Entry {
+                class: PUT,
+                op: None,
+                datatype: None,
+                offset: 16,
+                data: &[1, 2, 3],
+            },
+        );
+        push(
+            &mut m,
+            &Entry {
+                class: ACCUMULATE,
+                op: Some(AtomicOp::Sum),
+                datatype: Some(Datatype::I64),
+                offset: 64,
+                data: &[5; 16],
+            },
+        );
+        crate::fuzz::run("batch", &[m], 400, &|b| decode(b).is_ok());
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

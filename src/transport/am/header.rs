@@ -139,6 +139,28 @@ impl Header {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fuzz_active_message_header() {
+        let seeds: Vec<Vec<u8>> = [(Class::OneWay, 0u64, 0u32), (Class::Request, 7, 24), (Class::Reply, 7, 8)]
+            .iter()
+            .map(|&(class, token, len)| {
+                let mut m = vec![0u8; HEADER_BYTES + len as usize];
+                Header {
+                    class,
+                    kind: 2,
+                    source: 1,
+                    len,
+                    token,
+                }
+                .encode(&mut m);
+                m
+            })
+            .collect();
+        crate::fuzz::run("active-message header", &seeds, 300, &|b| {
+            Header::decode(b).is_ok()
+        });
+    }
+
     use proptest::prelude::*;
 
     use super::*;
