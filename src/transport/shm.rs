@@ -73,6 +73,10 @@ pub fn allocate(len: usize, name: &str) -> Result<Memory<'static>> {
         CString::new(name).map_err(|_| Error::InvalidArgument(format!("segment name {name:?}")))?;
     let fd = nix::sys::memfd::memfd_create(&cname, nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
         .map_err(os_err(format!("memfd_create for {name}")))?;
+    // Owner-only (a memfd starts at 0777): a peer opening it through
+    // /proc/<pid>/fd passes the same-user ptrace check and then this mode.
+    nix::sys::stat::fchmod(std::os::fd::AsRawFd::as_raw_fd(&fd), Mode::S_IRUSR | Mode::S_IWUSR)
+        .map_err(os_err(format!("restricting {name} to mode 0600")))?;
     nix::unistd::ftruncate(&fd, size.get() as i64)
         .map_err(os_err(format!("sizing {name} to {size} bytes")))?;
     let p = map_shared(&fd, size, name)?;
@@ -141,6 +145,23 @@ pub fn map_peer(locator: u64, name: &str, len: usize) -> Result<Memory<'static>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_are_owner_only_and_nowhere_in_dev_shm() {
+        let name = segment_name(11, 3);
+        let a = allocate(64, &name).unwrap();
+        let loc = locator(&a).unwrap();
+        let path = format!("/proc/self/fd/{}", loc & 0xffff_ffff);
+        let meta = std::fs::metadata(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{path}");
+        // A memfd has no name in any file system: nothing to unlink, nothing
+        // left behind by a crash.
+        let leftover = std::fs::read_dir("/dev/shm")
+            .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().contains(&name)))
+            .unwrap_or(false);
+        assert!(!leftover);
+    }
 
     #[test]
     fn own_segment_maps_twice() {
