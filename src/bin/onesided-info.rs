@@ -375,6 +375,9 @@ fn print_block(
     let Some(e) = group.first() else { return };
     let r = &e.report;
     out!(o, "{}", r.provider);
+    if let Some(defect) = onesided::transport::ofi::info::known_defect(&r.provider) {
+        out!(o, "  known defect {defect}");
+    }
     for g in group {
         let auto = if g.report.auto_choice {
             "   <- automatic choice"

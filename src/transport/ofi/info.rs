@@ -20,8 +20,28 @@ pub const MR_MODES_HANDLED: u64 = fi::FI_MR_LOCAL
     | fi::FI_MR_ENDPOINT;
 
 /// Providers tried, in order, when `ONESIDED_PROVIDER` is not set: native
-/// RDMA hardware first, software transports last.
-pub const AUTO_ORDER: &[&str] = &["efa", "cxi", "opx", "psm3", "psm2", "tcp", "sockets"];
+/// RDMA hardware first, software transports last. `sockets` is not among
+/// them: junk bytes sent to its listening port can crash the rank
+/// (libfabric 1.17, docs/reliability.md); it is used only when asked for.
+pub const AUTO_ORDER: &[&str] = &["efa", "cxi", "opx", "psm3", "psm2", "tcp"];
+
+/// Known defects of libfabric 1.17's providers that onesided works around
+/// or avoids, for `onesided-info` (evidence in docs/reliability.md and
+/// docs/transport.md).
+pub fn known_defect(provider: &str) -> Option<&'static str> {
+    let base = provider.split(';').next().unwrap_or(provider);
+    match (base, provider.contains("ofi_rxm")) {
+        ("sockets", _) => Some(
+            "junk bytes sent to its listening port can crash the rank (SIGSEGV in the \
+             provider); not in the automatic order, used only when ONESIDED_PROVIDER names it",
+        ),
+        ("verbs", true) => Some(
+            "on soft-RoCE (rxe) emulated atomics may complete twice; use the native verbs \
+             back-end (ONESIDED_BACKEND=verbs)",
+        ),
+        _ => None,
+    }
+}
 
 /// An owned `fi_info` list, freed with `fi_freeinfo`.
 pub struct InfoList {
