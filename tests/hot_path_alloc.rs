@@ -93,6 +93,11 @@ fn body() {
     // ships it as an active-message request, which allocates (its message
     // and reply callback: a few per batch of up to ~127 operations).
     std::env::set_var("ONESIDED_AGGREGATE", "off");
+    // Likewise the fetch_and_op: where the provider's atomics are emulated
+    // (tcp, sockets, shm) accumulates take the software path by default,
+    // whose request and reply allocate; this test is about the provider's
+    // own fast path.
+    std::env::set_var("ONESIDED_ACCUMULATE", "hardware");
     let world = World::init().unwrap();
     let mut win = Window::<u64>::allocate(&world, 8 + 128).unwrap();
     win.lock_all().unwrap();

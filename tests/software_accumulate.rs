@@ -310,11 +310,17 @@ fn disagree() {
     let rank0 = ["ONESIDED_RANK", "PMI_RANK"]
         .iter()
         .any(|v| std::env::var(v).is_ok_and(|r| r == "0"));
-    // Rank 0 runs every accumulate in software; the others decide
-    // automatically with the `same_op` hint, which puts SUM on i64 on the
-    // back-end's atomics (every back-end here has them, native verbs
-    // included, while it lacks other i64 operations).
-    let mode = if rank0 { "software" } else { "auto" };
+    // Rank 0 runs every accumulate in software; the others put SUM on i64
+    // on the back-end's atomics: `hardware` on libfabric (whose providers
+    // here have every i64 atomic, emulated — `auto` would choose software
+    // for them), `auto` with the `same_op` hint on native verbs (which has
+    // SUM on i64 but lacks other i64 operations).
+    let native = std::env::var("ONESIDED_BACKEND").is_ok_and(|b| b == "verbs");
+    let mode = match (rank0, native) {
+        (true, _) => "software",
+        (false, true) => "auto",
+        (false, false) => "hardware",
+    };
     std::env::set_var("ONESIDED_ACCUMULATE", mode);
     let world = World::init().expect("init");
     let (rank, p) = (world.rank(), world.size());
