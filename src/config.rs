@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `ONESIDED_BACKEND` | `auto` | the transport back-end: `ofi` (libfabric), `verbs` (native ibverbs, device from `ONESIDED_IB_DEVICE`), `loopback` (ranks as threads of one process: only for `World::run_threads`, an error for a launched process), `auto` (native verbs when an ACTIVE verbs port exists and `ONESIDED_PROVIDER` is unset, else libfabric) |
 //! | `ONESIDED_PROVIDER` | automatic | libfabric provider (`tcp`, `shm`, `sockets`, `verbs`, or a full name like `tcp;ofi_rxm`) |
+//! | `ONESIDED_IFACE` | automatic | the libfabric domain (network interface) to use, e.g. `eth0`, `lo`, `ib0`: an error if the provider has no such domain. Unset: `lo` (loopback) when every rank of the job is on this node and the provider has it — a single-machine job listens on no external interface —, else the domain closest to the process |
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
 //! | `ONESIDED_PROGRESS_CPU` | `auto` | where the progress agent thread (`onesided-agent`) runs: `auto` (a whole core near the NIC/domain that the process is not bound to; unpinned when none is free or without topology information), `none` (never pinned), or a CPU list (`3`, `2,3`, `4-7`); see `crate::topology` |
 //! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
@@ -151,6 +152,11 @@ pub struct Config {
     pub backend: Backend,
     /// Requested provider, if any.
     pub provider: Option<String>,
+    /// `ONESIDED_IFACE`: the libfabric domain (interface) to use, if any.
+    pub iface: Option<String>,
+    /// Every rank of the job is on this node (set by `World` before the
+    /// transport opens; prefers loopback when `iface` is unset).
+    pub single_node: bool,
     /// Progress mode.
     pub progress: ProgressMode,
     /// `ONESIDED_PROGRESS_CPU`: where the progress agent is pinned.
@@ -285,6 +291,8 @@ impl Config {
             backend,
             progress_cpu,
             provider: var("ONESIDED_PROVIDER"),
+            iface: var("ONESIDED_IFACE"),
+            single_node: false,
             progress,
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,
             max_windows: number("ONESIDED_MAX_WINDOWS", 256, 1, 1 << 20)?,

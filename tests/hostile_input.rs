@@ -49,13 +49,7 @@ fn listening_ports() -> Vec<SocketAddrV4> {
             continue;
         };
         // /proc prints the address in host order of a little-endian u32.
-        let ip = Ipv4Addr::from(ip.swap_bytes());
-        let ip = if ip.is_unspecified() {
-            Ipv4Addr::LOCALHOST
-        } else {
-            ip
-        };
-        out.push(SocketAddrV4::new(ip, port));
+        out.push(SocketAddrV4::new(Ipv4Addr::from(ip.swap_bytes()), port));
     }
     out
 }
@@ -96,7 +90,13 @@ fn body() {
     // Our own provider listens now (the window exists, peers know us).
     let ports = listening_ports();
     let mut sent = 0;
-    for addr in &ports {
+    for bound in &ports {
+        let addr = if bound.ip().is_unspecified() {
+            SocketAddrV4::new(Ipv4Addr::LOCALHOST, bound.port())
+        } else {
+            *bound
+        };
+        let addr = &addr;
         for (i, bytes) in junk(me as u64 * 31 + u64::from(addr.port()))
             .iter()
             .enumerate()
@@ -158,5 +158,79 @@ fn junk_bytes_to_listening_ports() {
         } else {
             "the job failed"
         }
+    );
+}
+
+const BIND: &str = "single_machine_jobs_listen_on_loopback";
+
+/// A single-machine job listens on loopback only (issue 12, item 5);
+/// `ONESIDED_IFACE` names another interface, and an unknown one is a clear
+/// error at start-up.
+#[test]
+fn single_machine_jobs_listen_on_loopback() {
+    let name = common::test_name(module_path!(), BIND);
+    if common::is_child(&name) {
+        let want = std::env::var("ONESIDED_TEST_WANT").unwrap();
+        let world = match World::init() {
+            Ok(w) => w,
+            Err(e) => {
+                assert_eq!(want, "error", "{e}");
+                assert!(e.to_string().contains("ONESIDED_IFACE"), "{e}");
+                common::child_done();
+                return;
+            }
+        };
+        assert_ne!(want, "error", "an unknown interface was accepted");
+        let ports = listening_ports();
+        assert!(!ports.is_empty(), "the provider listens on no TCP port");
+        for p in &ports {
+            let lo = p.ip().is_loopback();
+            assert_eq!(
+                lo,
+                want == "loopback",
+                "rank {} listens on {p}",
+                world.rank()
+            );
+        }
+        world.barrier().unwrap();
+        common::child_done();
+        return;
+    }
+    common::run_variant(
+        module_path!(),
+        BIND,
+        2,
+        "tcp",
+        &[("ONESIDED_TEST_WANT", "loopback")],
+    );
+    // The interface of the default route, named explicitly.
+    let eth = std::fs::read_to_string("/proc/net/route")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 1 && f[1] == "00000000")
+        .map(|f| f[0].to_string());
+    if let Some(eth) = eth {
+        common::run_variant(
+            module_path!(),
+            BIND,
+            2,
+            "tcp",
+            &[
+                ("ONESIDED_TEST_WANT", "external"),
+                ("ONESIDED_IFACE", eth.as_str()),
+            ],
+        );
+    }
+    let mut cmd = common::onesided_run_command(&name, 1, &[]);
+    common::select_provider(&mut cmd, "tcp");
+    cmd.env("ONESIDED_TEST_WANT", "error")
+        .env("ONESIDED_IFACE", "no-such-if0");
+    let out = common::run_with_limit(cmd, common::job_timeout());
+    assert!(
+        out.status.is_some_and(|s| s.success()) && out.stdout.contains("test result: ok. 1 passed"),
+        "unknown ONESIDED_IFACE:\n{}",
+        out.tail(30)
     );
 }

@@ -173,6 +173,9 @@ fn counts_body() {
     // sockets) would turn the three puts into one message (counted in
     // tests/aggregation.rs).
     std::env::set_var("ONESIDED_AGGREGATE", "off");
+    // And the provider's atomics, not the software path that is the
+    // default where they are emulated (tcp, sockets, shm).
+    std::env::set_var("ONESIDED_ACCUMULATE", "hardware");
     let world = World::init().unwrap();
     let me = world.rank();
     let mut win = Window::<u64>::allocate(&world, 16).unwrap();

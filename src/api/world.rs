@@ -132,6 +132,8 @@ impl World {
         open: impl FnOnce(&Config) -> Result<SharedTransport>,
     ) -> Result<World> {
         let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
+        let mut config = config;
+        config.single_node = node.all_local();
         let transport: SharedTransport = open(&config)?;
         let peers = Arc::new(PeerTable::default());
         let am = {

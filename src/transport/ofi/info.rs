@@ -43,6 +43,15 @@ pub fn known_defect(provider: &str) -> Option<&'static str> {
     }
 }
 
+/// Which domain (network interface) of the chosen provider to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Iface<'a> {
+    /// `ONESIDED_IFACE`: exactly this one (an error if absent).
+    Named(&'a str),
+    /// A single-machine job: loopback where the provider has it.
+    LoopbackIfPresent,
+}
+
 /// An owned `fi_info` list, freed with `fi_freeinfo`.
 pub struct InfoList {
     head: NonNull<fi::fi_info>,
@@ -172,7 +181,7 @@ impl InfoList {
 
     /// Chooses a provider: `wanted` names one (`tcp`, `shm`, `verbs`, or a
     /// full name like `tcp;ofi_rxm`); `None` walks [`AUTO_ORDER`].
-    pub fn select(wanted: Option<&str>) -> Result<InfoList> {
+    pub fn select(wanted: Option<&str>, iface: Option<Iface<'_>>) -> Result<InfoList> {
         let list = Self::query_rdm(false)?;
         let pick = match wanted {
             Some(name) => list
@@ -196,11 +205,36 @@ impl InfoList {
             .iter()
             .filter(|e| e.provider() == pick.provider())
             .collect();
-        let pick = match crate::topology::closest_here(
+        let closest = match crate::topology::closest_here(
             &same_provider.iter().map(|e| e.domain()).collect::<Vec<_>>(),
         ) {
             Some(i) if i < same_provider.len() => same_provider[i],
             _ => pick,
+        };
+        let pick = match iface {
+            None => closest,
+            Some(Iface::LoopbackIfPresent) => same_provider
+                .iter()
+                .copied()
+                .find(|e| e.domain() == "lo" && e.fabric().starts_with("127."))
+                .unwrap_or(closest),
+            Some(Iface::Named(name)) => same_provider
+                .iter()
+                .copied()
+                .find(|e| e.domain() == name)
+                .ok_or_else(|| {
+                    let mut seen: Vec<String> = same_provider.iter().map(|e| e.domain()).collect();
+                    seen.dedup();
+                    Error::Config {
+                        var: "ONESIDED_IFACE",
+                        value: name.to_string(),
+                        message: format!(
+                            "provider {} has no domain {name}; it has: {}",
+                            pick.provider(),
+                            seen.join(", ")
+                        ),
+                    }
+                })?,
         };
         // Some providers (ofi_rxm) offer atomics only when asked for them:
         // take the FI_ATOMIC variant of the same provider and domain if any.

@@ -112,7 +112,14 @@ pub struct OfiTransport {
 impl OfiTransport {
     /// Opens an endpoint on the chosen provider.
     pub fn open(config: &Config) -> Result<OfiTransport> {
-        let info = InfoList::select(config.provider.as_deref())?;
+        // A single-machine job listens on loopback only (unless an
+        // interface is named): nothing outside the machine can reach it.
+        let iface = match (&config.iface, config.single_node) {
+            (Some(name), _) => Some(info::Iface::Named(name.as_str())),
+            (None, true) => Some(info::Iface::LoopbackIfPresent),
+            (None, false) => None,
+        };
+        let info = InfoList::select(config.provider.as_deref(), iface)?;
         let entry = info.first();
         let mr_mode = entry.mr_mode();
         let props = Props {
