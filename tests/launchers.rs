@@ -308,3 +308,34 @@ fn srun_without_pmi_is_refused() {
     assert_eq!(refused, 2, "{}", out.tail(20));
     say("[harness] srun --mpi=none -n 2: both tasks refused with the Slurm explanation");
 }
+
+/// Idle connections to onesided-run's socket (issue 12, item 8): each rank
+/// opens 150 and leaves them open, silent, before it starts; the launcher
+/// drops the oldest unauthenticated ones instead of refusing the ranks, so
+/// the job starts and runs.
+#[test]
+fn idle_connections_do_not_keep_ranks_out() {
+    let name = test_name(module_path!(), "idle_connections_do_not_keep_ranks_out");
+    if is_child(&name) {
+        let addr = std::env::var("ONESIDED_LAUNCHER_ADDR").expect("launcher address");
+        let idle: Vec<_> = (0..150)
+            .filter_map(|_| std::os::unix::net::UnixStream::connect(&addr).ok())
+            .collect();
+        assert!(idle.len() >= 100, "only {} idle connections", idle.len());
+        let world = World::init().expect("init with idle connections open");
+        world.barrier().expect("barrier");
+        drop(idle);
+        common::child_done();
+        return;
+    }
+    let out = common::run_with_limit(
+        common::onesided_run_command(&name, 3, &[]),
+        common::job_timeout(),
+    );
+    let passed = out.stdout.matches("test result: ok. 1 passed").count();
+    assert!(
+        out.status.is_some_and(|s| s.success()) && passed == 3,
+        "{passed} of 3 ranks passed\n{}",
+        out.tail(30)
+    );
+}

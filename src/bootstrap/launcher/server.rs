@@ -10,11 +10,11 @@
 //! `get_result` and the connection stays. Puts are committed at the rank's
 //! next `barrier_in`, as PMI-1 specifies.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -40,6 +40,12 @@ struct Shared {
     state: Mutex<State>,
     barrier_done: Condvar,
     live: AtomicUsize,
+    /// Connections that have not authenticated yet, oldest first (id and a
+    /// handle to shut them down): when they would exceed the bound, the
+    /// oldest is dropped, so idle or junk connections cannot keep the ranks
+    /// of the job out.
+    unauthenticated: Mutex<VecDeque<(u64, UnixStream)>>,
+    next_conn: AtomicU64,
 }
 
 #[derive(Default)]
@@ -82,6 +88,8 @@ impl Server {
             state: Mutex::new(state),
             barrier_done: Condvar::new(),
             live: AtomicUsize::new(0),
+            unauthenticated: Mutex::new(VecDeque::new()),
+            next_conn: AtomicU64::new(0),
         });
         Ok(Server { listener, shared })
     }
@@ -96,11 +104,34 @@ impl Server {
     }
 
     fn accept_loop(self) {
-        let max_live = 4 * self.shared.size + 64;
+        // Authenticated connections are bounded by the per-rank slots (one
+        // of each kind per rank); these bounds are for the rest.
+        let max_unauthenticated = 2 * self.shared.size + 64;
+        let max_live = 4 * self.shared.size + 64 + max_unauthenticated;
         for stream in self.listener.incoming() {
             let Ok(stream) = stream else { continue };
+            let id = self.shared.next_conn.fetch_add(1, Ordering::SeqCst);
+            let Ok(handle_copy) = stream.try_clone() else {
+                continue;
+            };
+            {
+                let mut waiting = self
+                    .shared
+                    .unauthenticated
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                while waiting.len() >= max_unauthenticated {
+                    // The oldest has had the longest to say who it is.
+                    if let Some((_, old)) = waiting.pop_front() {
+                        tracing::debug!("onesided-run: dropping an unauthenticated connection");
+                        let _ = old.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                waiting.push_back((id, handle_copy));
+            }
             if self.shared.live.load(Ordering::SeqCst) >= max_live {
                 tracing::debug!("onesided-run: too many connections, refusing one");
+                forget_unauthenticated(&self.shared, id);
                 continue;
             }
             self.shared.live.fetch_add(1, Ordering::SeqCst);
@@ -108,10 +139,12 @@ impl Server {
             let spawned = std::thread::Builder::new()
                 .name("onesided-run-conn".into())
                 .spawn(move || {
-                    handle(&shared, stream);
+                    handle(&shared, stream, id);
+                    forget_unauthenticated(&shared, id);
                     shared.live.fetch_sub(1, Ordering::SeqCst);
                 });
             if spawned.is_err() {
+                forget_unauthenticated(&self.shared, id);
                 self.shared.live.fetch_sub(1, Ordering::SeqCst);
             }
         }
@@ -150,7 +183,17 @@ fn next(r: &mut BufReader<UnixStream>, w: &mut UnixStream) -> Option<Message> {
     }
 }
 
-fn handle(shared: &Shared, stream: UnixStream) {
+/// Connection `id` authenticated, failed or ended: no longer a candidate
+/// for dropping.
+fn forget_unauthenticated(shared: &Shared, id: u64) {
+    let mut waiting = shared
+        .unauthenticated
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    waiting.retain(|(i, _)| *i != id);
+}
+
+fn handle(shared: &Shared, stream: UnixStream, conn: u64) {
     let Ok(read_half) = stream.try_clone() else {
         return;
     };
@@ -172,7 +215,10 @@ fn handle(shared: &Shared, stream: UnixStream) {
         }
     };
     let (rank, id) = match authenticate(shared, &first, kind) {
-        Ok(r) => r,
+        Ok(r) => {
+            forget_unauthenticated(shared, conn);
+            r
+        }
         Err(msg) => {
             tracing::debug!("onesided-run: refused a connection: {msg}");
             send(&mut w, answer, &[("rc", "-1"), ("msg", &msg)]);
