@@ -28,14 +28,16 @@ pub fn join_from_env() -> Result<Pmi1> {
 /// Joins the job at socket `addr` as `rank` of `size`, presenting `token`.
 /// Also starts the lifeline if this process has none yet.
 pub fn join(addr: &str, token: &str, rank: usize, size: usize) -> Result<Pmi1> {
-    let stream = connect(addr)?;
-    let init = InitAck {
-        id: rank,
-        token: Some(token),
-    };
-    let pmi = Pmi1::join(Conn::Unix(stream), VIA, Some(init), Some((rank, size)))?;
+    let pmi = retrying(|| {
+        let stream = connect(addr)?;
+        let init = InitAck {
+            id: rank,
+            token: Some(token),
+        };
+        Pmi1::join(Conn::Unix(stream), VIA, Some(init), Some((rank, size)))
+    })?;
     if LIFELINE.get().is_none() {
-        let lifeline = open_lifeline(addr, token, rank)?;
+        let lifeline = retrying(|| open_lifeline(addr, token, rank))?;
         if LIFELINE.set(()).is_ok() {
             std::thread::Builder::new()
                 .name("onesided-lifeline".into())
@@ -44,6 +46,35 @@ pub fn join(addr: &str, token: &str, rank: usize, size: usize) -> Result<Pmi1> {
         }
     }
     Ok(pmi)
+}
+
+/// Runs `attempt` again while it fails at the connection level (refused,
+/// reset or closed before the launcher answered: it sheds connections it
+/// cannot serve yet when flooded), with a growing pause, for up to the
+/// launcher's authentication timeout; a refusal by the launcher itself
+/// (wrong token, rank taken) is returned at once.
+fn retrying<T>(mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match attempt() {
+            Err(e) if shed(&e) && start.elapsed() < super::server::AUTH_TIMEOUT => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(250));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `e` is the launcher shedding the connection (refused, reset, or
+/// closed before it answered) rather than answering.
+fn shed(e: &Error) -> bool {
+    match e {
+        Error::Io { .. } => true,
+        Error::Bootstrap { .. } => e.to_string().contains("closed"),
+        _ => false,
+    }
 }
 
 fn connect(addr: &str) -> Result<UnixStream> {

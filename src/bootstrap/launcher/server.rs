@@ -16,7 +16,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::bootstrap::wire::{self, Message};
 use crate::bootstrap::{MAX_KEY_LEN, MAX_VALUE_LEN};
@@ -24,6 +24,10 @@ use crate::error::{Error, Result};
 
 /// Time a new connection has to present its token.
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+/// When the unauthenticated connections are at their bound, one that has
+/// waited this long is dropped for a new one (a rank authenticates at once;
+/// its client retries a refused or dropped connection).
+const AUTH_GRACE: Duration = Duration::from_millis(500);
 /// Most keys one rank may put (a bound on a misbehaving rank's memory use).
 const MAX_KEYS_PER_RANK: usize = 1 << 16;
 
@@ -44,7 +48,7 @@ struct Shared {
     /// handle to shut them down): when they would exceed the bound, the
     /// oldest is dropped, so idle or junk connections cannot keep the ranks
     /// of the job out.
-    unauthenticated: Mutex<VecDeque<(u64, UnixStream)>>,
+    unauthenticated: Mutex<VecDeque<(u64, UnixStream, Instant)>>,
     next_conn: AtomicU64,
 }
 
@@ -120,14 +124,26 @@ impl Server {
                     .unauthenticated
                     .lock()
                     .unwrap_or_else(|p| p.into_inner());
-                while waiting.len() >= max_unauthenticated {
-                    // The oldest has had the longest to say who it is.
-                    if let Some((_, old)) = waiting.pop_front() {
-                        tracing::debug!("onesided-run: dropping an unauthenticated connection");
-                        let _ = old.shutdown(std::net::Shutdown::Both);
+                if waiting.len() >= max_unauthenticated {
+                    // The oldest has had the longest to say who it is: drop
+                    // it if it had its grace, else refuse the newcomer
+                    // (a rank's client tries again).
+                    match waiting.front() {
+                        Some((_, _, since)) if since.elapsed() >= AUTH_GRACE => {
+                            if let Some((_, old, _)) = waiting.pop_front() {
+                                tracing::debug!(
+                                    "onesided-run: dropping an idle unauthenticated connection"
+                                );
+                                let _ = old.shutdown(std::net::Shutdown::Both);
+                            }
+                        }
+                        _ => {
+                            tracing::debug!("onesided-run: too many unauthenticated connections");
+                            continue;
+                        }
                     }
                 }
-                waiting.push_back((id, handle_copy));
+                waiting.push_back((id, handle_copy, Instant::now()));
             }
             if self.shared.live.load(Ordering::SeqCst) >= max_live {
                 tracing::debug!("onesided-run: too many connections, refusing one");
@@ -190,7 +206,7 @@ fn forget_unauthenticated(shared: &Shared, id: u64) {
         .unauthenticated
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    waiting.retain(|(i, _)| *i != id);
+    waiting.retain(|(i, _, _)| *i != id);
 }
 
 fn handle(shared: &Shared, stream: UnixStream, conn: u64) {
