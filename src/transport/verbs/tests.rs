@@ -338,6 +338,40 @@ fn backend_verbs_opens_the_device_or_says_why_not() {
     }
 }
 
+/// Rank `rank` of a 2-rank job on this process's device (60 s timeout).
+fn open_rank(rank: usize) -> super::VerbsTransport {
+    let mut config = crate::config::Config::from_env().expect("config");
+    config.timeout = Some(Duration::from_secs(60));
+    super::VerbsTransport::open(&config, rank, 2).expect("open the transport")
+}
+
+/// A thread driving `t`'s progress, as its agent would, until stopped.
+struct Agent {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Agent {
+    fn serve(t: Arc<super::VerbsTransport>) -> Agent {
+        use crate::transport::Transport;
+        use std::sync::atomic::Ordering;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Acquire) {
+                t.progress().expect("progress");
+                std::thread::yield_now();
+            }
+        });
+        Agent { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.join().expect("agent thread");
+    }
+}
+
 /// Two transports of this process as ranks 0 and 1 (rank 1's progress
 /// driven by a thread, as its agent would): first contact through the
 /// handshake, writes, reads and NIC atomics checked byte for byte; a write
@@ -346,24 +380,12 @@ fn backend_verbs_opens_the_device_or_says_why_not() {
 #[test]
 fn transport_connects_recovers_after_an_error_and_counts_nic_atomics() {
     use crate::transport::{Atomic, AtomicOp, Datatype, Memory, Transport};
-    use std::sync::atomic::{AtomicBool, Ordering};
     if !have_device() {
         return;
     }
-    let mut config = crate::config::Config::from_env().expect("config");
-    config.timeout = Some(Duration::from_secs(60));
-    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("rank 0");
-    let t1 = Arc::new(super::VerbsTransport::open(&config, 1, 2).expect("rank 1"));
-    let stop = Arc::new(AtomicBool::new(false));
-    let agent = {
-        let (t1, stop) = (t1.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Acquire) {
-                t1.progress().expect("rank 1 progress");
-                std::thread::yield_now();
-            }
-        })
-    };
+    let t0 = open_rank(0);
+    let t1 = Arc::new(open_rank(1));
+    let agent = Agent::serve(t1.clone());
     let mem = Memory::allocate(4096).expect("memory");
     let reg = t1.register(&mem).expect("register");
     let at = |off: u64| RemoteAddr { addr: reg.base + off, key: reg.key };
@@ -410,8 +432,7 @@ fn transport_connects_recovers_after_an_error_and_counts_nic_atomics() {
     assert!(s.reconnections >= 1, "{s:?}");
     assert_eq!(s.ops_in_flight, 0, "{s:?}");
     eprintln!("verbs transport: connect, put/get, NIC atomics, error then reconnection ok: {s:?}");
-    stop.store(true, Ordering::Release);
-    agent.join().unwrap();
+    agent.stop();
     drop(reg);
 }
 
@@ -423,9 +444,7 @@ fn handshakes_from_ranks_outside_the_job_make_no_queue_pair() {
     if !have_device() {
         return;
     }
-    let mut config = crate::config::Config::from_env().expect("config");
-    config.timeout = Some(Duration::from_secs(60));
-    let t = super::VerbsTransport::open(&config, 0, 2).expect("rank 0");
+    let t = open_rank(0);
     let dropped = t.stats().messages_dropped;
     let qp = super::conn::QpAddr {
         gid: [0xfe; 16],
@@ -454,7 +473,7 @@ fn handshakes_from_ranks_outside_the_job_make_no_queue_pair() {
 #[test]
 fn srq_limit_event_is_counted_and_rearmed() {
     use crate::transport::{Receiver, Transport, RECV_BUFFERS};
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     if !have_device() {
         return;
     }
@@ -468,30 +487,18 @@ fn srq_limit_event_is_counted_and_rearmed() {
             Ok(())
         }
     }
-    let mut config = crate::config::Config::from_env().expect("config");
-    config.timeout = Some(Duration::from_secs(60));
-    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("rank 0");
-    let t1 = Arc::new(super::VerbsTransport::open(&config, 1, 2).expect("rank 1"));
+    let t0 = open_rank(0);
+    let t1 = Arc::new(open_rank(1));
     let got = Arc::new(Count(AtomicUsize::new(0)));
     t1.set_receiver(got.clone());
     // Rank 1 serves the handshake, then stops.
-    let stop = Arc::new(AtomicBool::new(false));
-    let agent = {
-        let (t1, stop) = (t1.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Acquire) {
-                t1.progress().expect("rank 1 progress");
-                std::thread::yield_now();
-            }
-        })
-    };
+    let agent = Agent::serve(t1.clone());
     t0.connect(1, t1.card()).expect("connect");
     t0.send(1, b"first").expect("first send");
     while got.0.load(Ordering::Relaxed) == 0 {
         t0.progress().expect("rank 0 progress");
     }
-    stop.store(true, Ordering::Release);
-    agent.join().unwrap();
+    agent.stop();
     // Nobody polls rank 1 now: its NIC fills the receive buffers.
     let n = RECV_BUFFERS * 3 / 4 + 2;
     for i in 0..n {
