@@ -166,6 +166,34 @@ impl InfoList {
         Ok(InfoList { head })
     }
 
+    /// Replaces the first entry's source address with the string `addr`
+    /// (NUL-terminated, as the shm provider expects its names). The old
+    /// address is freed; `fi_freeinfo` frees the new one (both with the C
+    /// allocator).
+    pub fn set_src_name(&mut self, addr: &str) -> Result<()> {
+        let c = CString::new(addr)
+            .map_err(|_| Error::InvalidArgument(format!("source address {addr:?}")))?;
+        let len = c.as_bytes_with_nul().len();
+        // SAFETY: `c` is a valid NUL-terminated string; strdup copies it
+        // with malloc, which fi_freeinfo's free() matches.
+        let copy = unsafe { nix::libc::strdup(c.as_ptr()) };
+        if copy.is_null() {
+            return Err(Error::NoProvider(
+                "strdup of the endpoint name failed".into(),
+            ));
+        }
+        // SAFETY: the list is exclusively ours (`&mut self`); its src_addr
+        // was allocated by libfabric with malloc (or is NULL) and is
+        // replaced, not shared.
+        unsafe {
+            let h = self.head.as_ptr();
+            nix::libc::free((*h).src_addr);
+            (*h).src_addr = copy.cast();
+            (*h).src_addrlen = len;
+        }
+        Ok(())
+    }
+
     /// The first entry.
     pub fn first(&self) -> InfoRef<'_> {
         InfoRef {

@@ -80,6 +80,38 @@ pub(crate) struct Props {
     pub ordered_atomic_raw: bool,
 }
 
+/// How many times an shm endpoint is opened again under a fresh name when
+/// `fi_enable` finds its name taken.
+const SHM_NAME_TRIES: u32 = 3;
+
+/// A name for an shm endpoint no other process or open uses: the shm
+/// provider names its `/dev/shm` region after the endpoint's source address
+/// (`<address>:<uid>:<endpoint index>`), by default `fi_shm://<pid>`. A
+/// region left by a killed process whose pid was reused, or by the same
+/// pid in another pid namespace sharing `/dev/shm`, then makes `fi_enable`
+/// fail with `EBUSY` (issue 12 item 9). This name adds a per-process
+/// counter and 64 random bits to the pid, and says whose region it is.
+pub fn shm_endpoint_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static OPENS: AtomicU64 = AtomicU64::new(0);
+    let count = OPENS.fetch_add(1, Ordering::Relaxed);
+    // RandomState's keys are random per process (and per thread's first
+    // use); mix in the time and the counter so that every call differs.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(count);
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    format!(
+        "fi_shm://onesided-{}-{count}-{:016x}",
+        std::process::id(),
+        h.finish()
+    )
+}
+
 /// A libfabric RDM endpoint with its fabric, domain, address vector and CQ.
 pub struct OfiTransport {
     // Drop order matters: registrations before the endpoint, the endpoint
@@ -111,6 +143,10 @@ pub struct OfiTransport {
 
 impl OfiTransport {
     /// Opens an endpoint on the chosen provider.
+    ///
+    /// On shm every open gets a fresh endpoint name (see
+    /// [`shm_endpoint_name`]); should `fi_enable` still find its name taken
+    /// (`EBUSY`), the open is retried with another name.
     pub fn open(config: &Config) -> Result<OfiTransport> {
         // A single-machine job listens on loopback only (unless an
         // interface is named): nothing outside the machine can reach it.
@@ -119,7 +155,27 @@ impl OfiTransport {
             (None, true) => Some(info::Iface::LoopbackIfPresent),
             (None, false) => None,
         };
-        let info = InfoList::select(config.provider.as_deref(), iface)?;
+        let selected = InfoList::select(config.provider.as_deref(), iface)?;
+        if selected.first().core_provider() != "shm" {
+            return Self::open_with(config, selected);
+        }
+        let mut tries = 0;
+        loop {
+            let mut info = InfoList::dup(selected.first())?;
+            let name = shm_endpoint_name();
+            info.set_src_name(&name)?;
+            match Self::open_with(config, info) {
+                Err(e) if e.errno() == Some(fi::FI_EBUSY) && tries < SHM_NAME_TRIES => {
+                    tracing::warn!("shm endpoint name {name} is taken ({e}); trying another");
+                    tries += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Opens an endpoint of the provider `info` describes.
+    fn open_with(config: &Config, info: InfoList) -> Result<OfiTransport> {
         let entry = info.first();
         let mr_mode = entry.mr_mode();
         let props = Props {
