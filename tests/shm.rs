@@ -319,3 +319,114 @@ fn mixed_nodes() {
     win.free().unwrap();
 }
 spmd_test!(mixed_local_and_remote_peers, jobs = both(&[4]), mixed_nodes);
+
+/// Segments by name, with their mode bits.
+type Segments = Vec<(String, u32)>;
+
+/// Mode bits of the memfd segments of this library this process holds
+/// (`/proc/self/fd`) and has mapped (`/proc/self/maps`, the mode read
+/// through `/proc/self/map_files`): (held, mapped).
+fn own_segments() -> (Segments, Segments) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let mut held = Vec::new();
+    for e in std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .flatten()
+    {
+        let Ok(link) = std::fs::read_link(e.path()) else {
+            continue; // the directory's own descriptor, closed meanwhile
+        };
+        let link = link.to_string_lossy().into_owned();
+        if link.starts_with("/memfd:onesided-") {
+            held.push((link, mode(&e.path())));
+        }
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+    let mut mapped = Vec::new();
+    for line in maps.lines().filter(|l| l.contains("/memfd:onesided-")) {
+        let (range, rest) = line.split_once(' ').expect("maps line");
+        let path = std::path::Path::new("/proc/self/map_files").join(range);
+        let name = rest.split_whitespace().nth(4).unwrap_or("").to_string();
+        mapped.push((name, mode(&path)));
+    }
+    (held, mapped)
+}
+
+/// Node-shared segments (issue 12 item 8): after an `allocate` window every
+/// rank put into at every peer (so each maps every peer's segment on the
+/// direct path) and a contiguous `allocate_shared` window exist, at a
+/// barrier: every segment this process holds or has mapped is mode 0600,
+/// and /dev/shm has no file of the job (named after the library or after
+/// any rank's pid): segments are memfds, which have no name to leave behind
+/// when a rank crashes.
+fn segments_private_and_nameless() {
+    let world = World::init().expect("init");
+    let (rank, n) = (world.rank(), world.size());
+    let pids = world
+        .allgather(&[u64::from(std::process::id())])
+        .expect("allgather");
+    let mut win = Window::<u64>::allocate(&world, n).expect("allocate");
+    let mut shared = Window::<u64>::allocate_shared(&world, 8).expect("allocate_shared");
+    win.lock_all().unwrap();
+    for t in 0..n {
+        win.put(t, rank, &[rank as u64 + 1]).unwrap();
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+
+    let (held, mapped) = own_segments();
+    for (name, mode) in held.iter().chain(&mapped) {
+        assert_eq!(*mode, 0o600, "{name} has mode {mode:o}");
+    }
+    // The node segment of the shared window, and on the direct path this
+    // rank's window segment and every peer's.
+    let want = if direct_on() { n + 1 } else { 1 };
+    assert!(
+        mapped.len() >= want,
+        "{} segments mapped, want >= {want}: {mapped:?}",
+        mapped.len()
+    );
+    if direct_on() {
+        assert!(!held.is_empty(), "no segment descriptor held");
+    }
+    // On the shm provider its endpoint regions are there by design (the
+    // provider maps them by name, lazily): they are named
+    // `onesided-<pid>-<n>-<hex>:<uid>:<index>` (docs/reliability.md).
+    let provider_shm = world.provider().starts_with("shm");
+    let endpoint_region = |name: &str| provider_shm && name.contains(':');
+    let of_the_job = |name: &str| {
+        !endpoint_region(name)
+            && (name.contains("onesided")
+                || pids.iter().any(|p| {
+                    let p = p.to_string();
+                    name.starts_with(&format!("{p}:")) || name.contains(&format!("-{p}-"))
+                }))
+    };
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .expect("/dev/shm")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| of_the_job(name))
+        .collect();
+    assert!(left.is_empty(), "files of the job in /dev/shm: {left:?}");
+    world.barrier().unwrap();
+
+    let mine = win.local_to_vec().unwrap();
+    assert_eq!(mine, (1..=n as u64).collect::<Vec<_>>());
+    shared.free().unwrap();
+    win.free().unwrap();
+    drop((shared, win));
+    world.finalize().unwrap();
+}
+spmd_test!(
+    node_segments_owner_only_and_not_in_dev_shm,
+    jobs = both(&[2, 4]),
+    segments_private_and_nameless
+);
