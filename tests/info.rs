@@ -85,6 +85,31 @@ fn text_lists_the_expected_providers() {
     }
 }
 
+/// sockets crashes on junk input (docs/reliability.md): the report says so
+/// under its name, and it is never the automatic choice.
+#[test]
+fn sockets_defect_is_reported_and_never_chosen() {
+    if !expected().contains(&"sockets") {
+        return;
+    }
+    let text = stdout_of(&["--provider", "sockets", "--no-atomics"]);
+    let defect = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("known defect"))
+        .unwrap_or_else(|| panic!("no known defect line for sockets:\n{text}"));
+    assert!(defect.contains("junk bytes"), "{defect}");
+    assert!(
+        !text.contains("<- automatic choice"),
+        "sockets chosen:\n{text}"
+    );
+    let all = stdout_of(&["--no-atomics"]);
+    let chosen = all
+        .lines()
+        .find(|l| l.starts_with("automatic choice:"))
+        .unwrap_or_else(|| panic!("no automatic choice:\n{all}"));
+    assert!(!chosen.contains("sockets"), "{chosen}");
+}
+
 #[test]
 fn shm_demands_virtual_addresses() {
     if !expected().contains(&"shm") {

@@ -32,8 +32,9 @@ pub fn known_defect(provider: &str) -> Option<&'static str> {
     let base = provider.split(';').next().unwrap_or(provider);
     match (base, provider.contains("ofi_rxm")) {
         ("sockets", _) => Some(
-            "junk bytes sent to its listening port can crash the rank (SIGSEGV in the \
-             provider); not in the automatic order, used only when ONESIDED_PROVIDER names it",
+            "junk bytes sent to its listening port can crash the rank (SIGSEGV or SIGABRT \
+             in the provider) or hang the job; not in the automatic order, used only when \
+             ONESIDED_PROVIDER names it",
         ),
         ("verbs", true) => Some(
             "on soft-RoCE (rxe) emulated atomics may complete twice; use the native verbs \
