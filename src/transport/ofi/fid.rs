@@ -62,7 +62,9 @@ impl<T: FidKind> Drop for Owned<T> {
         // SAFETY: the object is live and closed exactly once, here.
         let rc = unsafe { fi::fi_close(self.fid()) };
         if rc != 0 {
-            tracing::warn!("fi_close failed: {}", super::fault::strerror(-rc));
+            // Which object (e.g. `fid_av`), for a reader of the log.
+            let kind = std::any::type_name::<T>().rsplit("::").next().unwrap_or("fid");
+            tracing::warn!("fi_close failed ({kind}): {}", super::fault::strerror(-rc));
         }
     }
 }
