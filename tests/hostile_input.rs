@@ -268,8 +268,16 @@ fn junk_bytes_to_listening_ports() {
             "[harness] {NAME}: onesided-run -n {ranks} default provider: ok"
         ));
     }
-    // sockets: a known provider defect; report what happened. A short
-    // limit: the junk may also leave the job hanging.
+    // sockets: a known provider defect; report what happened, on request
+    // only (ONESIDED_TEST_SOCKETS_DEFECT=1): a hung sockets job can leave
+    // rank processes behind when the launcher is stopped.
+    if std::env::var("ONESIDED_TEST_SOCKETS_DEFECT").map_or(true, |v| v != "1") {
+        common::say(&format!(
+            "[harness] {NAME} on sockets: not run (known provider defect; \
+             ONESIDED_TEST_SOCKETS_DEFECT=1 runs it)"
+        ));
+        return;
+    }
     let mut cmd = common::onesided_run_command(&name, 2, &[]);
     common::select_provider(&mut cmd, "sockets");
     let out = common::run_with_limit(cmd, common::job_timeout().min(Duration::from_secs(30)));
