@@ -12,6 +12,7 @@ case "${1:-}" in
     *) cases=$1 ;;
 esac
 export ONESIDED_FUZZ_CASES=$cases
-cargo test --features unstable --lib fuzz -- --nocapture --test-threads=2 2>&1 |
-    grep -E "FUZZ-COUNT|panicked|^test result|FAILED" | tee /dev/stderr |
-    grep -q "^test result: ok"
+# (No `tee /dev/stderr`: opening it truncates a log file stderr points to.)
+out=$(cargo test --features unstable --lib fuzz -- --nocapture --test-threads=2 2>&1) || true
+grep -E "FUZZ-COUNT|panicked|^test result|FAILED" <<< "$out"
+grep -q "^test result: ok" <<< "$out"
