@@ -1,0 +1,182 @@
+/* A ring over the onesided C API: every rank puts a block to its right
+ * neighbour and gets one from its left (fence epochs), every rank adds to
+ * a counter on rank 0 (accumulate, fetch_and_op, lock_all), and ranks take
+ * an exclusive lock on rank 0 in turn to append to a log (lock/unlock,
+ * compare_and_swap). Every byte is checked; exit status 0 means it all
+ * held. Error paths a C caller meets are checked too (wrong datatype,
+ * NULL buffer, out of window, stale handle), each followed by a correct
+ * call that must still work.
+ *
+ *   cc ring.c $(pkg-config --cflags --libs onesided) -o ring
+ *   onesided-run -n 4 ./ring
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onesided.h"
+
+#define N 1024 /* elements per block */
+
+static size_t me, n;
+
+static void check(int rc, const char *what, int line)
+{
+    if (rc != ONESIDED_SUCCESS) {
+        char msg[512];
+        onesided_last_error(msg, sizeof msg);
+        fprintf(stderr, "[%zu] line %d: %s failed: %s: %s\n", me, line, what,
+                onesided_error_name(rc), msg);
+        exit(1);
+    }
+}
+#define CHECK(call) check((call), #call, __LINE__)
+
+static void expect(int rc, int want, const char *what, int line)
+{
+    if (rc != want) {
+        fprintf(stderr, "[%zu] line %d: %s returned %s, expected %s\n", me, line,
+                what, onesided_error_name(rc), onesided_error_name(want));
+        exit(1);
+    }
+}
+#define EXPECT(call, want) expect((call), (want), #call, __LINE__)
+
+static uint64_t value(size_t origin, size_t i) { return (uint64_t)origin * 1000003u + i * 7u + 1u; }
+
+int main(void)
+{
+    onesided_world_t world = 0;
+    CHECK(onesided_init(&world));
+    CHECK(onesided_rank(world, &me));
+    CHECK(onesided_size(world, &n));
+    size_t right = (me + 1) % n, left = (me + n - 1) % n;
+
+    /* 1. put to the right neighbour, get from the left one: fences. */
+    onesided_win_t win = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_UINT64, 2 * N, &win));
+    uint64_t *mine = malloc(N * sizeof *mine), *got = malloc(N * sizeof *got);
+    if (!mine || !got)
+        return 2;
+    for (size_t i = 0; i < N; i++)
+        mine[i] = value(me, i);
+    CHECK(onesided_win_write_local(win, ONESIDED_UINT64, N, mine, N));
+    CHECK(onesided_fence(win, ONESIDED_MODE_NOPRECEDE));
+    CHECK(onesided_put(win, ONESIDED_UINT64, mine, N, right, 0));
+    CHECK(onesided_get(win, ONESIDED_UINT64, got, N, left, N));
+    CHECK(onesided_fence(win, ONESIDED_MODE_NOSUCCEED));
+    for (size_t i = 0; i < N; i++) {
+        if (got[i] != value(left, i)) {
+            fprintf(stderr, "[%zu] get from %zu: element %zu is %" PRIu64 "\n", me, left, i, got[i]);
+            return 1;
+        }
+    }
+    memset(got, 0, N * sizeof *got);
+    CHECK(onesided_win_read_local(win, ONESIDED_UINT64, 0, got, N));
+    for (size_t i = 0; i < N; i++) {
+        if (got[i] != value(left, i)) {
+            fprintf(stderr, "[%zu] put from %zu: element %zu is %" PRIu64 "\n", me, left, i, got[i]);
+            return 1;
+        }
+    }
+
+    /* Mistakes get an error code and lose nothing. */
+    CHECK(onesided_lock_all(win, 0));
+    EXPECT(onesided_put(win, ONESIDED_DOUBLE, mine, 1, right, 0), ONESIDED_ERR_TYPE);
+    EXPECT(onesided_put(win, ONESIDED_UINT64, NULL, 1, right, 0), ONESIDED_ERR_ARG);
+    EXPECT(onesided_put(win, ONESIDED_UINT64, mine, 2, right, 2 * N - 1), ONESIDED_ERR_OUT_OF_WINDOW);
+    EXPECT(onesided_put(win, ONESIDED_UINT64, mine, 1, n, 0), ONESIDED_ERR_ARG);
+    EXPECT(onesided_win_free(win), ONESIDED_ERR_EPOCH);
+    uint64_t probe = 0;
+    CHECK(onesided_get(win, ONESIDED_UINT64, &probe, 1, right, N));
+    if (probe != value(right, 0)) {
+        fprintf(stderr, "[%zu] get after errors: %" PRIu64 "\n", me, probe);
+        return 1;
+    }
+    CHECK(onesided_unlock_all(win));
+    CHECK(onesided_win_free(win));
+    EXPECT(onesided_flush(win, 0), ONESIDED_ERR_HANDLE);
+
+    /* 2. a counter on rank 0: accumulate and fetch_and_op in lock_all. */
+    onesided_win_t ctr = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_INT64, 2, &ctr));
+    CHECK(onesided_barrier(world));
+    CHECK(onesided_lock_all(ctr, 0));
+    const int64_t one = 1;
+    int64_t old = -1;
+    for (int k = 0; k < 100; k++) {
+        CHECK(onesided_accumulate(ctr, ONESIDED_INT64, &one, 1, 0, 0, ONESIDED_SUM));
+        CHECK(onesided_fetch_and_op(ctr, ONESIDED_INT64, &one, &old, 0, 1, ONESIDED_SUM));
+        if (old < 0 || old >= (int64_t)(100 * n)) {
+            fprintf(stderr, "[%zu] fetch_and_op returned %" PRId64 "\n", me, old);
+            return 1;
+        }
+    }
+    CHECK(onesided_unlock_all(ctr));
+    CHECK(onesided_barrier(world));
+    if (me == 0) {
+        int64_t c[2];
+        CHECK(onesided_win_read_local(ctr, ONESIDED_INT64, 0, c, 2));
+        if (c[0] != 100 * (int64_t)n || c[1] != 100 * (int64_t)n) {
+            fprintf(stderr, "[0] counters %" PRId64 " %" PRId64 ", want %zu\n", c[0], c[1], 100 * n);
+            return 1;
+        }
+    }
+    CHECK(onesided_win_free(ctr));
+
+    /* 3. a log on rank 0 under exclusive locks: slot 0 is the next free
+     * index, claimed by compare_and_swap; each rank appends its rank. */
+    onesided_win_t log = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_INT32, 1 + 4 * n, &log));
+    CHECK(onesided_barrier(world));
+    for (int k = 0; k < 4; k++) {
+        CHECK(onesided_lock(log, ONESIDED_LOCK_EXCLUSIVE, 0, 0));
+        int32_t next = 0, prev = -1;
+        CHECK(onesided_get(log, ONESIDED_INT32, &next, 1, 0, 0));
+        CHECK(onesided_flush(log, 0));
+        int32_t bumped = next + 1;
+        CHECK(onesided_compare_and_swap(log, ONESIDED_INT32, &next, &bumped, &prev, 0, 0));
+        if (prev != next) {
+            fprintf(stderr, "[%zu] lock not exclusive: slot moved %d -> %d\n", me, next, prev);
+            return 1;
+        }
+        int32_t who = (int32_t)me;
+        CHECK(onesided_put(log, ONESIDED_INT32, &who, 1, 0, 1 + (size_t)next));
+        CHECK(onesided_unlock(log, 0));
+    }
+    CHECK(onesided_barrier(world));
+    if (me == 0) {
+        int32_t *entries = calloc(1 + 4 * n, sizeof *entries);
+        size_t *seen = calloc(n, sizeof *seen);
+        if (!entries || !seen)
+            return 2;
+        CHECK(onesided_win_read_local(log, ONESIDED_INT32, 0, entries, 1 + 4 * n));
+        if (entries[0] != 4 * (int32_t)n) {
+            fprintf(stderr, "[0] log has %d entries, want %zu\n", entries[0], 4 * n);
+            return 1;
+        }
+        for (size_t i = 1; i <= 4 * n; i++) {
+            if (entries[i] < 0 || (size_t)entries[i] >= n) {
+                fprintf(stderr, "[0] log entry %zu is %d\n", i, entries[i]);
+                return 1;
+            }
+            seen[entries[i]]++;
+        }
+        for (size_t r = 0; r < n; r++) {
+            if (seen[r] != 4) {
+                fprintf(stderr, "[0] rank %zu appended %zu times, want 4\n", r, seen[r]);
+                return 1;
+            }
+        }
+        free(entries);
+        free(seen);
+    }
+    CHECK(onesided_win_free(log));
+    CHECK(onesided_finalize(world));
+    EXPECT(onesided_barrier(world), ONESIDED_ERR_HANDLE);
+    printf("[%zu] ring of %zu ranks: every check passed\n", me, n);
+    free(mine);
+    free(got);
+    return 0;
+}

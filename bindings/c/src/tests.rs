@@ -1,0 +1,248 @@
+//! The C API from Rust, in one process (a singleton job): every error path
+//! a C caller can reach. The multi-process C program is run by the main
+//! crate's `tests/c_api.rs`.
+
+// Every pointer passed below points to a live local of the length the
+// call states: the C API's contract, for each call.
+#![allow(clippy::undocumented_unsafe_blocks)]
+
+use std::ffi::{c_void, CStr};
+
+use super::*;
+
+fn last() -> String {
+    let mut buf = vec![0 as c_char; 512];
+    let n = unsafe { onesided_last_error(buf.as_mut_ptr(), buf.len()) };
+    assert!(n >= 1);
+    // SAFETY: `onesided_last_error` NUL-terminated the buffer.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn singleton_job_and_every_error_code() {
+    unsafe { singleton_job() }
+}
+
+#[allow(unsafe_op_in_unsafe_fn)] // the whole body calls the C API
+unsafe fn singleton_job() {
+    let mut world: onesided_world_t = 0;
+    assert_eq!(onesided_init(std::ptr::null_mut()), ONESIDED_ERR_ARG);
+    assert!(last().contains("NULL"), "{}", last());
+    assert_eq!(onesided_init(&mut world), ONESIDED_SUCCESS, "{}", last());
+    let (mut rank, mut size) = (9usize, 0usize);
+    assert_eq!(onesided_rank(world, &mut rank), ONESIDED_SUCCESS);
+    assert_eq!(onesided_size(world, &mut size), ONESIDED_SUCCESS);
+    assert_eq!((rank, size), (0, 1));
+    assert_eq!(onesided_rank(world, std::ptr::null_mut()), ONESIDED_ERR_ARG);
+    assert_eq!(
+        onesided_rank(world ^ (7 << 32), &mut rank),
+        ONESIDED_ERR_HANDLE
+    );
+    assert_eq!(onesided_rank(0, &mut rank), ONESIDED_ERR_HANDLE);
+
+    let mut win: onesided_win_t = 0;
+    assert_eq!(
+        onesided_win_allocate(world, 99, 8, &mut win),
+        ONESIDED_ERR_ARG
+    );
+    assert!(last().contains("unknown datatype 99"), "{}", last());
+    assert_eq!(
+        onesided_win_allocate(world, ONESIDED_INT64, 8, &mut win),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    let mut count = 0usize;
+    assert_eq!(onesided_win_count(win, &mut count), ONESIDED_SUCCESS);
+    assert_eq!(count, 8);
+    // Finalizing with a window left is refused; the world stays usable.
+    assert_eq!(onesided_finalize(world), ONESIDED_ERR_BUSY);
+    assert_eq!(onesided_barrier(world), ONESIDED_SUCCESS);
+
+    let data: [i64; 4] = [1, 2, 3, 4];
+    let src = data.as_ptr().cast::<c_void>();
+    // No epoch yet.
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, src, 4, 0, 0),
+        ONESIDED_ERR_EPOCH
+    );
+    assert_eq!(onesided_lock_all(win, 0), ONESIDED_SUCCESS, "{}", last());
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, src, 4, 0, 2),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    // Wrong datatype, NULL, misaligned, overflowing, out of the window.
+    assert_eq!(
+        onesided_put(win, ONESIDED_DOUBLE, src, 4, 0, 0),
+        ONESIDED_ERR_TYPE
+    );
+    assert!(last().contains("ONESIDED_INT64"), "{}", last());
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, std::ptr::null(), 4, 0, 0),
+        ONESIDED_ERR_ARG
+    );
+    let bytes = [0u8; 64];
+    let odd = bytes
+        .as_ptr()
+        .wrapping_add(1 + (bytes.as_ptr() as usize & 7 == 7) as usize);
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, odd.cast(), 1, 0, 0),
+        ONESIDED_ERR_ARG
+    );
+    assert!(last().contains("aligned"), "{}", last());
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, src, usize::MAX / 4, 0, 0),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, src, 4, 0, 6),
+        ONESIDED_ERR_OUT_OF_WINDOW
+    );
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, src, 4, 1, 0),
+        ONESIDED_ERR_ARG
+    );
+    // A count of 0 with NULL is a no-op.
+    assert_eq!(
+        onesided_put(win, ONESIDED_INT64, std::ptr::null(), 0, 0, 0),
+        ONESIDED_SUCCESS
+    );
+
+    let one: i64 = 10;
+    assert_eq!(
+        onesided_accumulate(
+            win,
+            ONESIDED_INT64,
+            (&one as *const i64).cast(),
+            1,
+            0,
+            2,
+            ONESIDED_SUM
+        ),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(
+        onesided_accumulate(
+            win,
+            ONESIDED_INT64,
+            (&one as *const i64).cast(),
+            1,
+            0,
+            2,
+            77
+        ),
+        ONESIDED_ERR_ARG
+    );
+    let mut old: i64 = 0;
+    assert_eq!(
+        onesided_fetch_and_op(
+            win,
+            ONESIDED_INT64,
+            (&one as *const i64).cast(),
+            (&mut old as *mut i64).cast(),
+            0,
+            3,
+            ONESIDED_SUM
+        ),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(old, 2);
+    let (cmp, swp) = (12i64, 100i64);
+    assert_eq!(
+        onesided_compare_and_swap(
+            win,
+            ONESIDED_INT64,
+            (&cmp as *const i64).cast(),
+            (&swp as *const i64).cast(),
+            (&mut old as *mut i64).cast(),
+            0,
+            3
+        ),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(old, 12);
+    let mut fetched = [0i64; 4];
+    assert_eq!(
+        onesided_get_accumulate(
+            win,
+            ONESIDED_INT64,
+            std::ptr::null(),
+            fetched.as_mut_ptr().cast(),
+            4,
+            0,
+            2,
+            ONESIDED_NO_OP
+        ),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(fetched, [11, 100, 3, 4]);
+    assert_eq!(onesided_flush(win, 0), ONESIDED_SUCCESS);
+    let mut got = [0i64; 8];
+    assert_eq!(
+        onesided_get(win, ONESIDED_INT64, got.as_mut_ptr().cast(), 8, 0, 0),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(got, [0, 0, 11, 100, 3, 4, 0, 0]);
+    // Freeing inside an epoch is refused and the window stays usable.
+    assert_eq!(onesided_win_free(win), ONESIDED_ERR_EPOCH);
+    assert_eq!(onesided_unlock_all(win), ONESIDED_SUCCESS);
+    let mut local = [0i64; 2];
+    assert_eq!(
+        onesided_win_read_local(win, ONESIDED_INT64, 2, local.as_mut_ptr().cast(), 2),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(local, [11, 100]);
+    assert_eq!(onesided_lock(win, 3, 0, 0), ONESIDED_ERR_ARG);
+
+    assert_eq!(onesided_win_free(win), ONESIDED_SUCCESS, "{}", last());
+    assert_eq!(onesided_win_free(win), ONESIDED_ERR_HANDLE);
+    assert_eq!(onesided_flush(win, 0), ONESIDED_ERR_HANDLE);
+    assert_eq!(onesided_finalize(world), ONESIDED_SUCCESS, "{}", last());
+    assert_eq!(onesided_finalize(world), ONESIDED_ERR_HANDLE);
+    assert_eq!(onesided_barrier(world), ONESIDED_ERR_HANDLE);
+
+    // SAFETY: static NUL-terminated strings.
+    let name = unsafe { CStr::from_ptr(onesided_error_name(ONESIDED_ERR_TIMEOUT)) };
+    assert_eq!(name.to_str(), Ok("ONESIDED_ERR_TIMEOUT"));
+    // SAFETY: as above.
+    let name = unsafe { CStr::from_ptr(onesided_error_name(-5)) };
+    assert_eq!(name.to_str(), Ok("unknown error code"));
+    // A buffer too small gets a truncated, terminated message.
+    let mut small = [1 as c_char; 4];
+    let need = onesided_last_error(small.as_mut_ptr(), small.len());
+    assert!(need > 4);
+    assert_eq!(small[3], 0);
+}
+
+/// `include/onesided.h` is what cbindgen makes of the sources now
+/// (`ONESIDED_BLESS=1` rewrites it).
+#[test]
+fn header_is_current() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = cbindgen::Config::from_file(dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut out = Vec::new();
+    cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(dir.join("src/lib.rs"))
+        .generate()
+        .expect("cbindgen")
+        .write(&mut out);
+    let path = dir.join("include/onesided.h");
+    if std::env::var_os("ONESIDED_BLESS").is_some() {
+        std::fs::write(&path, &out).expect("writing the header");
+    }
+    let have = std::fs::read(&path).unwrap_or_default();
+    assert!(
+        have == out,
+        "{} is stale: run `ONESIDED_BLESS=1 cargo test -p onesided-c header_is_current`",
+        path.display()
+    );
+}

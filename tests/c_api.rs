@@ -1,0 +1,159 @@
+//! The C API (bindings/c) as a C program uses it: `scripts/install-c.sh`
+//! installs the library, header and pkg-config file under a temporary
+//! prefix, `cc` compiles `bindings/c/examples/ring.c` with
+//! `pkg-config --cflags --libs onesided` (warnings are errors), and the
+//! program runs at 2 and 4 ranks under onesided-run and Hydra, on the
+//! provider path and the direct path; it checks every element it moves
+//! and the error codes of bad calls, and exits non-zero on any mismatch.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{run_with_limit, say, select_provider};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sh(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Installs the C API (debug build) under `prefix` and compiles ring.c.
+fn build_ring(prefix: &Path) -> PathBuf {
+    sh(
+        Command::new(root().join("scripts/install-c.sh"))
+            .arg("--debug")
+            .arg(prefix),
+        "scripts/install-c.sh",
+    );
+    let pc = prefix.join("lib/pkgconfig");
+    let flags = sh(
+        Command::new("pkg-config")
+            .args(["--cflags", "--libs", "onesided"])
+            .env("PKG_CONFIG_PATH", &pc),
+        "pkg-config onesided",
+    );
+    assert!(flags.contains("-lonesided_c"), "pkg-config said: {flags}");
+    let exe = prefix.join("ring");
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
+        .arg(root().join("bindings/c/examples/ring.c"))
+        .args(flags.split_whitespace())
+        .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+        .arg("-o")
+        .arg(&exe);
+    sh(&mut cc, "compiling ring.c");
+    // The program records the ABI version, not the file name.
+    let needed = sh(Command::new("readelf").arg("-d").arg(&exe), "readelf");
+    assert!(
+        needed.contains("[libonesided_c.so.0]"),
+        "ring does not need libonesided_c.so.0:\n{needed}"
+    );
+    exe
+}
+
+/// ring.c linked statically against libonesided_c.a, with the native
+/// libraries `pkg-config --static` lists (Libs.private).
+fn build_ring_static(prefix: &Path) -> PathBuf {
+    let flags = sh(
+        Command::new("pkg-config")
+            .args(["--cflags", "--libs", "--static", "onesided"])
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+        "pkg-config --static onesided",
+    );
+    let archive = prefix.join("lib/libonesided_c.a");
+    let exe = prefix.join("ring-static");
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
+        .arg(root().join("bindings/c/examples/ring.c"));
+    for f in flags.split_whitespace() {
+        if f == "-lonesided_c" {
+            cc.arg(&archive);
+        } else {
+            cc.arg(f);
+        }
+    }
+    cc.arg("-o").arg(&exe);
+    sh(&mut cc, "linking ring.c statically");
+    exe
+}
+
+#[test]
+fn c_ring_program_under_launchers() {
+    let prefix = common::unique_dir("c-api");
+    let exe = build_ring(&prefix);
+    let static_exe = build_ring_static(&prefix);
+    let mut launchers: Vec<(&str, PathBuf, Vec<&str>)> = vec![(
+        "onesided-run",
+        PathBuf::from(common::onesided_run()),
+        vec![],
+    )];
+    match common::hydra_path() {
+        Some(h) => launchers.push(("hydra", h, vec!["-launcher", "fork"])),
+        None => say("[harness] c_api: SKIP hydra (mpiexec.hydra not found)"),
+    }
+    let mut jobs = 0;
+    for (name, launcher, args) in &launchers {
+        for ranks in [2usize, 4] {
+            for direct in ["0", "1"] {
+                let mut cmd = Command::new(launcher);
+                cmd.args(args).arg("-n").arg(ranks.to_string()).arg(&exe);
+                select_provider(&mut cmd, "tcp");
+                cmd.env("ONESIDED_SHM", direct);
+                for v in [
+                    "PMI_FD",
+                    "PMI_RANK",
+                    "PMI_SIZE",
+                    "ONESIDED_RANK",
+                    "ONESIDED_SIZE",
+                ] {
+                    cmd.env_remove(v);
+                }
+                let out = run_with_limit(cmd, common::job_timeout());
+                let ok = out.status.is_some_and(|s| s.success());
+                say(&format!(
+                    "[harness] c_api ring: {name} -n {ranks} tcp ONESIDED_SHM={direct}: {} in {:.2} s",
+                    if ok { "ok" } else { "FAILED" },
+                    out.elapsed.as_secs_f64()
+                ));
+                assert!(
+                    ok,
+                    "ring under {name} -n {ranks}: {:?}\n{}",
+                    out.status,
+                    out.tail(40)
+                );
+                let passed = out.stdout.matches("every check passed").count();
+                assert_eq!(passed, ranks, "ranks reporting success:\n{}", out.tail(40));
+                jobs += 1;
+            }
+        }
+    }
+    // The static build once, at 2 ranks.
+    let mut cmd = Command::new(common::onesided_run());
+    cmd.arg("-n").arg("2").arg(&static_exe);
+    select_provider(&mut cmd, "tcp");
+    let out = run_with_limit(cmd, common::job_timeout());
+    let ok = out.status.is_some_and(|s| s.success());
+    say(&format!(
+        "[harness] c_api ring (static): onesided-run -n 2 tcp: {} in {:.2} s",
+        if ok { "ok" } else { "FAILED" },
+        out.elapsed.as_secs_f64()
+    ));
+    assert!(ok, "static ring: {:?}\n{}", out.status, out.tail(40));
+    assert_eq!(out.stdout.matches("every check passed").count(), 2);
+    assert!(jobs >= 4);
+    let _ = std::fs::remove_dir_all(&prefix);
+}
