@@ -64,7 +64,7 @@ pub use api::layout::Layout;
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
 pub use api::window::{
-    MemoryModel, Scope, ScopedRequest, Window, WindowInfo, WindowMemory, INFO_KEYS,
+    Cmp, MemoryModel, Scope, ScopedRequest, SignalOp, Window, WindowInfo, WindowMemory, INFO_KEYS,
 };
 pub use api::world::{World, WorldBuilder};
 pub use config::{Backend, ProgressMode};

@@ -20,6 +20,7 @@ mod lock;
 mod pscw;
 mod rma;
 mod shared;
+mod signal;
 mod layout;
 mod scope;
 mod soft_lock;
@@ -29,6 +30,7 @@ mod sync;
 pub use info::{WindowInfo, INFO_KEYS};
 pub use scope::{Scope, ScopedRequest};
 pub use shared::SharedSegment;
+pub use signal::{Cmp, SignalOp};
 
 use super::element::{tag_name, Element};
 use super::world::World;
