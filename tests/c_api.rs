@@ -91,69 +91,67 @@ fn build_ring_static(prefix: &Path) -> PathBuf {
     exe
 }
 
+/// Runs `exe` with `ranks` ranks under `launcher` (`args` before `-n`)
+/// over tcp, the direct path on or off, and checks that every rank
+/// reported success.
+fn run_ring(
+    label: &str,
+    (launcher, args): (&Path, &[&str]),
+    exe: &Path,
+    ranks: usize,
+    direct: &str,
+) {
+    let mut cmd = Command::new(launcher);
+    cmd.args(args).arg("-n").arg(ranks.to_string()).arg(exe);
+    select_provider(&mut cmd, "tcp");
+    cmd.env("ONESIDED_SHM", direct);
+    for v in [
+        "PMI_FD",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "ONESIDED_RANK",
+        "ONESIDED_SIZE",
+    ] {
+        cmd.env_remove(v);
+    }
+    let out = run_with_limit(cmd, common::job_timeout());
+    let ok = out.status.is_some_and(|s| s.success());
+    say(&format!(
+        "[harness] c_api {label}: -n {ranks} tcp ONESIDED_SHM={direct}: {} in {:.2} s",
+        if ok { "ok" } else { "FAILED" },
+        out.elapsed.as_secs_f64()
+    ));
+    assert!(ok, "{label} -n {ranks}: {:?}\n{}", out.status, out.tail(40));
+    let passed = out.stdout.matches("every check passed").count();
+    assert_eq!(passed, ranks, "ranks reporting success:\n{}", out.tail(40));
+}
+
 #[test]
 fn c_ring_program_under_launchers() {
     let prefix = common::unique_dir("c-api");
     let exe = build_ring(&prefix);
     let static_exe = build_ring_static(&prefix);
-    let mut launchers: Vec<(&str, PathBuf, Vec<&str>)> = vec![(
-        "onesided-run",
-        PathBuf::from(common::onesided_run()),
-        vec![],
-    )];
+    let onesided_run = PathBuf::from(common::onesided_run());
+    let mut launchers: Vec<(&str, PathBuf, Vec<&str>)> =
+        vec![("ring under onesided-run", onesided_run.clone(), vec![])];
     match common::hydra_path() {
-        Some(h) => launchers.push(("hydra", h, vec!["-launcher", "fork"])),
+        Some(h) => launchers.push(("ring under hydra", h, vec!["-launcher", "fork"])),
         None => say("[harness] c_api: SKIP hydra (mpiexec.hydra not found)"),
     }
-    let mut jobs = 0;
-    for (name, launcher, args) in &launchers {
+    for (label, launcher, args) in &launchers {
         for ranks in [2usize, 4] {
             for direct in ["0", "1"] {
-                let mut cmd = Command::new(launcher);
-                cmd.args(args).arg("-n").arg(ranks.to_string()).arg(&exe);
-                select_provider(&mut cmd, "tcp");
-                cmd.env("ONESIDED_SHM", direct);
-                for v in [
-                    "PMI_FD",
-                    "PMI_RANK",
-                    "PMI_SIZE",
-                    "ONESIDED_RANK",
-                    "ONESIDED_SIZE",
-                ] {
-                    cmd.env_remove(v);
-                }
-                let out = run_with_limit(cmd, common::job_timeout());
-                let ok = out.status.is_some_and(|s| s.success());
-                say(&format!(
-                    "[harness] c_api ring: {name} -n {ranks} tcp ONESIDED_SHM={direct}: {} in {:.2} s",
-                    if ok { "ok" } else { "FAILED" },
-                    out.elapsed.as_secs_f64()
-                ));
-                assert!(
-                    ok,
-                    "ring under {name} -n {ranks}: {:?}\n{}",
-                    out.status,
-                    out.tail(40)
-                );
-                let passed = out.stdout.matches("every check passed").count();
-                assert_eq!(passed, ranks, "ranks reporting success:\n{}", out.tail(40));
-                jobs += 1;
+                run_ring(label, (launcher, args), &exe, ranks, direct);
             }
         }
     }
     // The static build once, at 2 ranks.
-    let mut cmd = Command::new(common::onesided_run());
-    cmd.arg("-n").arg("2").arg(&static_exe);
-    select_provider(&mut cmd, "tcp");
-    let out = run_with_limit(cmd, common::job_timeout());
-    let ok = out.status.is_some_and(|s| s.success());
-    say(&format!(
-        "[harness] c_api ring (static): onesided-run -n 2 tcp: {} in {:.2} s",
-        if ok { "ok" } else { "FAILED" },
-        out.elapsed.as_secs_f64()
-    ));
-    assert!(ok, "static ring: {:?}\n{}", out.status, out.tail(40));
-    assert_eq!(out.stdout.matches("every check passed").count(), 2);
-    assert!(jobs >= 4);
+    run_ring(
+        "static ring under onesided-run",
+        (&onesided_run, &[]),
+        &static_exe,
+        2,
+        "0",
+    );
     let _ = std::fs::remove_dir_all(&prefix);
 }
