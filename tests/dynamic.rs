@@ -290,3 +290,104 @@ fn dynamic_attach_table_of_two() {
         &[("ONESIDED_MAX_ATTACH", "2")],
     );
 }
+
+/// Issue 12 item 2: a put, a get and an accumulate to a region its owner
+/// detached *within* the origin's epoch (erroneous in MPI; the origin's
+/// cached table still lists it). Each returns `Err` (at the call or at the
+/// next flush) naming the target rank; nothing lands in the detached
+/// buffer; and the pair keeps working: operations to the owner's other
+/// region, in the same epoch and the next, move every element. Before,
+/// on tcp the provider dropped the connection and every later operation
+/// between the two ranks failed (or crashed in libfabric).
+fn detached_within_epoch() {
+    let world = World::init().unwrap();
+    let me = world.rank();
+    let mut win = Window::<u64>::create_dynamic(&world).unwrap();
+    let (a, b) = if me == 1 {
+        let a = win
+            .attach((0..N).map(|i| value(1, 0, i)).collect())
+            .unwrap();
+        let b = win.attach(vec![0u64; N]).unwrap();
+        (a, b)
+    } else {
+        (0, 0)
+    };
+    let da = exchange(&world, a)[1];
+    let db = exchange(&world, b)[1];
+    win.lock_all().unwrap();
+    let mut got = vec![0u64; N];
+    if me == 0 {
+        // Caches rank 1's table (both regions).
+        win.get(1, da, &mut got).unwrap();
+        win.flush(1).unwrap();
+    }
+    world.barrier().unwrap();
+    let detached = if me == 1 {
+        Some(win.detach(da).unwrap())
+    } else {
+        None
+    };
+    world.barrier().unwrap();
+    if me == 0 {
+        same(
+            &got,
+            &(0..N).map(|i| value(1, 0, i)).collect::<Vec<_>>(),
+            "before the detach",
+        );
+        let named = |e: &onesided::Error, what: &str| {
+            let text = e.to_string();
+            assert!(
+                text.contains("rank 1") || e.rank() == Some(1),
+                "{what}: {text}"
+            );
+        };
+        let put = win.put(1, da, &[7u64; 16]).and_then(|()| win.flush(1));
+        named(&put.expect_err("put to a detached region"), "put");
+        let get = win
+            .get(1, da + 3, &mut got[..8])
+            .and_then(|()| win.flush(1));
+        named(&get.expect_err("get from a detached region"), "get");
+        let acc = win
+            .accumulate(1, da, &[1u64; 4], Op::Sum)
+            .and_then(|()| win.flush(1));
+        named(
+            &acc.expect_err("accumulate to a detached region"),
+            "accumulate",
+        );
+        // The pair still works, in this epoch.
+        let data: Vec<u64> = (0..N).map(|i| value(0, 9, i)).collect();
+        win.put(1, db, &data).unwrap();
+        win.flush(1).unwrap();
+        let mut back = vec![0u64; N];
+        win.get(1, db, &mut back).unwrap();
+        same(&back, &data, "region b after the refused operations");
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    if let Some(buf) = detached {
+        same(
+            &buf,
+            &(0..N).map(|i| value(1, 0, i)).collect::<Vec<_>>(),
+            "the detached buffer (nothing may land in it)",
+        );
+    }
+    // And in the next epoch, both directions.
+    win.fence(Assert::NONE).unwrap();
+    if me == 0 {
+        win.accumulate(1, db, &[1u64; N], Op::Sum).unwrap();
+    }
+    win.fence(Assert::NONE).unwrap();
+    if me == 1 {
+        let mut mine = vec![0u64; N];
+        win.local_read(db, &mut mine).unwrap();
+        let want: Vec<u64> = (0..N).map(|i| value(0, 9, i) + 1).collect();
+        same(&mine, &want, "region b after the next epoch");
+        win.detach(db).unwrap();
+    }
+    win.free().unwrap();
+}
+spmd_test!(
+    dynamic_access_after_detach_keeps_the_pair,
+    &[2],
+    detached_within_epoch
+);

@@ -172,6 +172,13 @@ pub struct Caps {
     pub max_msg_size: usize,
     /// How a flush makes writes remotely complete.
     pub completion: RemoteCompletion,
+    /// A remote access error (a stale or wrong key, an address outside a
+    /// registration) can leave the connection to that peer unusable (the
+    /// target's provider drops it, or the error completion is never
+    /// recovered from). Dynamic windows, whose regions come and go, then
+    /// carry every operation as a message the target checks against its
+    /// attached regions, so a bad access is one refused message.
+    pub remote_errors_break_connection: bool,
     /// Atomic fetches to a target are ordered after earlier atomic updates
     /// to it and a 64-bit atomic read is offered: updates complete locally
     /// and a flush of atomics is one atomic read. Otherwise updates are

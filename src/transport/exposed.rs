@@ -35,10 +35,20 @@ struct Entry {
     policy: u64,
 }
 
-/// Window id → exposed memory.
+/// Window id → exposed memory; dynamic windows: window id → the attached
+/// regions exposed so far (found by address).
 #[derive(Default)]
 pub struct ExposedTable {
     map: RwLock<HashMap<u64, Entry>>,
+    regions: RwLock<HashMap<u64, Vec<Entry>>>,
+}
+
+/// Keeps one attached region of a dynamic window exposed; dropping it
+/// removes the region (waiting for handlers that are using it).
+pub struct RegionEntry {
+    table: Arc<ExposedTable>,
+    id: u64,
+    addr: u64,
 }
 
 /// Keeps a window exposed; dropping it removes the entry (waiting for
@@ -92,6 +102,64 @@ impl ExposedTable {
         })
     }
 
+    fn regions_read(&self) -> RwLockReadGuard<'_, HashMap<u64, Vec<Entry>>> {
+        self.regions.read().unwrap_or_else(|e| e.into_inner())
+    }
+    fn regions_write(&self) -> RwLockWriteGuard<'_, HashMap<u64, Vec<Entry>>> {
+        self.regions.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Exposes `mem`, a region attached to dynamic window `id`, to
+    /// handlers that address it by its absolute address
+    /// ([`ExposedTable::with_range`]). The table keeps `mem` alive until
+    /// the returned entry is dropped.
+    pub fn expose_region(
+        self: &Arc<Self>,
+        id: u64,
+        mem: &Arc<Memory<'static>>,
+        datatype: Datatype,
+        policy: u64,
+    ) -> RegionEntry {
+        self.regions_write().entry(id).or_default().push(Entry {
+            mem: mem.clone(),
+            datatype,
+            policy,
+        });
+        RegionEntry {
+            table: self.clone(),
+            id,
+            addr: mem.addr(),
+        }
+    }
+
+    /// Runs `f` on the memory that holds `len` bytes at `offset` of window
+    /// `id`, with the offset inside that memory, the datatype and policy:
+    /// a window's own memory (offsets are window offsets), or the attached
+    /// region of a dynamic window that contains the range (offsets are
+    /// absolute addresses). `None` when the window is not exposed, or no
+    /// attached region holds the whole range.
+    pub fn with_range<R>(
+        &self,
+        id: u64,
+        offset: u64,
+        len: u64,
+        f: impl FnOnce(&Memory<'_>, usize, Datatype, u64) -> R,
+    ) -> Option<R> {
+        if let Some(e) = self.read().get(&id) {
+            return Some(f(&e.mem, usize::try_from(offset).ok()?, e.datatype, e.policy));
+        }
+        let regions = self.regions_read();
+        let e = regions.get(&id)?.iter().find(|e| {
+            let start = e.mem.addr();
+            offset >= start
+                && offset
+                    .checked_add(len)
+                    .is_some_and(|end| end <= start.saturating_add(e.mem.len() as u64))
+        })?;
+        let local = usize::try_from(offset - e.mem.addr()).ok()?;
+        Some(f(&e.mem, local, e.datatype, e.policy))
+    }
+
     /// Runs `f` on window `id`'s memory, datatype and policy, if exposed.
     pub fn with<R>(&self, id: u64, f: impl FnOnce(&Memory<'_>, Datatype, u64) -> R) -> Option<R> {
         let map = self.read();
@@ -114,6 +182,18 @@ impl ExposedTable {
     /// True when nothing is exposed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Drop for RegionEntry {
+    fn drop(&mut self) {
+        let mut regions = self.table.regions_write();
+        if let Some(list) = regions.get_mut(&self.id) {
+            list.retain(|e| e.mem.addr() != self.addr);
+            if list.is_empty() {
+                regions.remove(&self.id);
+            }
+        }
     }
 }
 

@@ -46,11 +46,16 @@ impl<'a, T: Element> Window<'a, T> {
         // Decided identically on every rank (same provider, same variable,
         // same hints); recorded in the descriptor flags, which the
         // creation's allreduce (uniform windows) or peers on first access
-        // compare. Dynamic windows keep every accumulate on the provider
-        // (their memory is the attached regions, which the software path
-        // does not reach yet).
+        // compare. Dynamic windows: where a remote access error breaks the
+        // connection, every operation is a message the target checks
+        // against its attached regions (exposed one by one at attach);
+        // elsewhere every operation is on the provider.
         let paths = if kind & FLAG_DYNAMIC != 0 {
-            info::Paths::provider_only()
+            if world.transport().caps().remote_errors_break_connection {
+                info::Paths::all_software::<T>()
+            } else {
+                info::Paths::provider_only()
+            }
         } else {
             info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
         };
@@ -91,18 +96,13 @@ impl<'a, T: Element> Window<'a, T> {
             None
         };
         // Open for software accumulates and batched puts before peers can
-        // see the window (dynamic windows: neither).
+        // see the window (dynamic windows: their regions, at attach).
         let dynamic = kind & FLAG_DYNAMIC != 0;
-        let exposure = match (paths.software, dynamic) {
-            (0, true) => None,
-            (mask, _) => {
-                let puts = if dynamic {
-                    0
-                } else {
-                    crate::protocols::aggregation::PUT_POLICY
-                };
-                Some(world.exposed.expose(id, mem, T::DATATYPE, mask | puts)?)
-            }
+        let exposure = if dynamic {
+            None
+        } else {
+            let policy = paths.software | crate::protocols::aggregation::PUT_POLICY;
+            Some(world.exposed.expose(id, mem, T::DATATYPE, policy)?)
         };
         let agg = match dynamic {
             true => None,

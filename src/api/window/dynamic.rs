@@ -12,9 +12,17 @@
 //!   table again (one RMA read) and, if the address is still not attached,
 //!   returns an error naming rank and address. Copies are kept for at most
 //!   `ONESIDED_RKEY_CACHE` targets (LRU): no state for untouched peers.
-//! * Every operation, also to oneself, goes through the provider: attached
-//!   memory is not in a node-shared segment, and the loopback keeps one
-//!   path for all origins.
+//! * Every operation, also to oneself, goes through the transport: attached
+//!   memory is not in a node-shared segment. Where a remote access error
+//!   breaks the connection (`Caps::remote_errors_break_connection`: every
+//!   libfabric provider), each attached region is exposed to message
+//!   handlers and every operation — put and get included, as REPLACE and
+//!   NO_OP — takes the software accumulate path: the target finds the
+//!   region by address and refuses an address no region holds, so a stale
+//!   access is one refused message and the pair of ranks keeps working.
+//!   Elsewhere (native verbs, in-process) put and get are RDMA on the
+//!   region's key; a bad key breaks the queue pair, which is re-created on
+//!   the next contact.
 //!
 //! * Cached tables are forgotten whenever an access epoch begins (`fence`,
 //!   `lock`, `lock_all`, `start`): a peer's attach or detach made before
@@ -22,12 +30,14 @@
 //!   also when a region is attached again at the same address.
 //!
 //! Using memory after its owner detached it, inside the same epoch, is
-//! erroneous in MPI; here the provider rejects the stale key and the
-//! operation returns an error.
+//! erroneous in MPI; here the target refuses the message (or the NIC the
+//! stale key) and the operation, or the next flush, returns an error
+//! naming the target; later operations between the two ranks work
+//! (`tests/dynamic.rs` `dynamic_access_after_detach_keeps_the_pair`).
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
@@ -37,6 +47,7 @@ use crate::api::world::World;
 use crate::error::{Error, Result};
 use crate::meta::attach::{self, Decoded, Region, ENTRY};
 use crate::meta::directory::{Descriptor, FLAG_DYNAMIC};
+use crate::transport::exposed::RegionEntry;
 use crate::transport::{Memory, Registration, RemoteAddr};
 
 /// Largest attachment table accepted from a peer (bytes).
@@ -44,12 +55,15 @@ const MAX_TABLE: u64 = 1 << 20;
 /// Re-reads of a peer's table that found an entry being rewritten.
 const TORN_RETRIES: usize = 1000;
 
-/// One region this process attached.
+/// One region this process attached. Dropped in field order: withdrawn
+/// from message handlers, then deregistered, then the memory is freed.
 struct Attached {
     region: Region,
+    // Exposed to software-path messages (`Window::dynamic_messages`).
+    exposed: Option<RegionEntry>,
     // Deregistered before the memory is given back or freed.
-    _reg: Registration,
-    mem: Memory<'static>,
+    reg: Registration,
+    mem: Arc<Memory<'static>>,
 }
 
 /// The dynamic part of a window.
@@ -115,6 +129,16 @@ impl<'a, T: Element> Window<'a, T> {
         self.dynamic.is_some()
     }
 
+    /// Whether this dynamic window carries every operation as a message
+    /// the target checks against its attached regions (decided at
+    /// creation from `Caps::remote_errors_break_connection`, the same on
+    /// every rank): put and get are then atomic REPLACE and NO_OP
+    /// accumulates on the software path, and a stale or wrong address is
+    /// one refused message instead of a connection the provider drops.
+    pub(super) fn dynamic_messages(&self) -> bool {
+        self.is_dynamic() && self.paths.software != 0
+    }
+
     fn dyn_part(&self, call: &str) -> Result<&Dynamic> {
         self.dynamic.as_ref().ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -144,17 +168,24 @@ impl<'a, T: Element> Window<'a, T> {
                 own.len()
             ))
         })?;
-        let mem = Memory::from_vec(buf);
+        let mem = Arc::new(Memory::from_vec(buf));
         let reg = self.world.transport().register(&mem)?;
         let region = Region {
             addr: mem.addr(),
             len: mem.len() as u64,
             key: reg.key,
         };
+        // Handlers can reach it before peers can see it in the table.
+        let exposed = self.dynamic_messages().then(|| {
+            self.world
+                .exposed
+                .expose_region(self.id, &mem, T::DATATYPE, self.paths.software)
+        });
         attach::publish(&self.mem, index, &region)?;
         own[index] = Some(Attached {
             region,
-            _reg: reg,
+            exposed,
+            reg,
             mem,
         });
         Ok(region.addr as usize / std::mem::size_of::<T>())
@@ -178,13 +209,21 @@ impl<'a, T: Element> Window<'a, T> {
                 ))
             })?;
         attach::retract(&self.mem, index)?;
-        let Some(Attached { _reg, mem, .. }) = own[index].take() else {
+        let Some(Attached {
+            exposed, reg, mem, ..
+        }) = own[index].take()
+        else {
             return Err(poisoned(self.id));
         };
-        drop(_reg);
-        mem.into_vec::<T>().ok_or_else(|| {
-            Error::InvalidArgument(format!("window {}: detached buffer lost", self.id))
-        })
+        // Withdrawn from handlers (waits for one that is using it), then
+        // deregistered: afterwards nothing but this window holds the memory.
+        drop(exposed);
+        drop(reg);
+        let lost = || Error::InvalidArgument(format!("window {}: detached buffer lost", self.id));
+        Arc::try_unwrap(mem)
+            .map_err(|_| lost())?
+            .into_vec::<T>()
+            .ok_or_else(lost)
     }
 
     /// Local access to our own attached memory: the region holding `n`

@@ -324,7 +324,20 @@ impl Paths {
         })
     }
 
-    /// Every operation on the provider (dynamic windows).
+    /// Every operation defined on `T` in software: dynamic windows on a
+    /// back-end where a remote access error breaks the connection (their
+    /// puts and gets travel as messages too, `Window::dynamic_messages`).
+    pub(crate) fn all_software<T: Element>() -> Paths {
+        let all = defined::<T>()
+            .into_iter()
+            .fold(0u64, |m, (op, _, _)| m | 1u64 << op_bit(op));
+        Paths {
+            software: all,
+            defined: all,
+        }
+    }
+
+    /// Every operation on the provider (dynamic windows elsewhere).
     pub(crate) fn provider_only() -> Paths {
         Paths {
             software: 0,

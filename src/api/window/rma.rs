@@ -1,9 +1,12 @@
 //! The RMA data operations: `put`, `get`, and the request-based `rput` and
 //! `rget`, to a peer through the transport, to a node-local peer through its
-//! mapping, or to oneself.
+//! mapping, or to oneself. On a dynamic window over a back-end where a
+//! remote access error breaks the connection, they are REPLACE and NO_OP
+//! accumulates on the software path (`Window::dynamic_messages`).
 
 use super::Window;
 use crate::api::element::Element;
+use crate::api::op::AnyOp;
 use crate::api::request::Request;
 use crate::error::Result;
 use crate::transport::InFlight;
@@ -23,6 +26,9 @@ impl<T: Element> Window<'_, T> {
     /// may be reused; the data is visible at the target after a flush or the
     /// end of the epoch.
     pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
+        if self.dynamic_messages() {
+            return self.accumulate(rank, disp, data, AnyOp::Replace);
+        }
         let (off, d) = self.access("put", rank, disp, data.len())?;
         if self.soft_lock.is_some() && self.defer_op(rank, disp, data, None)? {
             // Stashed until the lock is acquired (lazy software lock).
@@ -50,6 +56,9 @@ impl<T: Element> Window<'_, T> {
     /// Reads `out.len()` elements from `rank`'s window at element `disp`.
     /// Returns when the data is in `out`.
     pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
+        if self.dynamic_messages() {
+            return self.get_accumulate(rank, disp, &[], out, AnyOp::NoOp);
+        }
         let (off, d) = self.access("get", rank, disp, out.len())?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         if rank == self.me && !self.is_dynamic() {
@@ -70,6 +79,9 @@ impl<T: Element> Window<'_, T> {
     where
         B: AsMut<[T]> + Send + 'static,
     {
+        if self.dynamic_messages() {
+            return self.raccumulate(rank, disp, data, AnyOp::Replace);
+        }
         let n = data.as_mut().len();
         let (off, d) = self.access("rput", rank, disp, n)?;
         let what = format!(
@@ -104,6 +116,9 @@ impl<T: Element> Window<'_, T> {
     where
         B: AsMut<[T]> + Send + 'static,
     {
+        if self.dynamic_messages() {
+            return self.rget_accumulate(rank, disp, &[], buf, AnyOp::NoOp);
+        }
         let n = buf.as_mut().len();
         let (off, d) = self.access("rget", rank, disp, n)?;
         let what = format!(

@@ -25,10 +25,10 @@ impl Handler for AccumulateHandler {
         let reply = reply.ok_or("software accumulates are requests")?;
         let r = Request::decode(payload)?;
         let id = r.window;
-        let applied = self.table.with(id, |mem, datatype, software| {
+        let span = u64::from(r.count) * r.datatype.size() as u64;
+        let applied = self.table.with_range(id, r.offset, span, |mem, offset, datatype, software| {
             check_software_op(datatype, r.datatype, r.op, software)
                 .map_err(|m| format!("window {id}, accumulate from rank {from}: {m}"))?;
-            let offset = usize::try_from(r.offset).map_err(|_| "offset overflows".to_string())?;
             let size = datatype.size();
             let bytes = r.count as usize * size;
             let out = reply
@@ -50,8 +50,10 @@ impl Handler for AccumulateHandler {
         });
         applied.unwrap_or_else(|| {
             Err(format!(
-                "window {id} is not open for software accumulates here \
-                 (not created, freed, or on the hardware path)"
+                "window {id} is not open for software accumulates here (not created, \
+                 freed, on the hardware path, or a dynamic window with no region \
+                 attached at {:#x} covering {span} bytes)",
+                r.offset
             ))
         })
     }

@@ -37,6 +37,8 @@ pub(super) fn caps(id: u64, size: usize) -> Caps {
         inject_size: MAX_MESSAGE,
         max_msg_size: MAX_TRANSFER,
         completion: RemoteCompletion::Acknowledged,
+        // A bad key is an error returned to the origin; nothing breaks.
+        remote_errors_break_connection: false,
         ordered_atomic_raw: true,
         atomic_order: AtomicOrder::ALL,
         mr: MrCaps {

@@ -8,6 +8,7 @@
 //! | `batch_small` | tcp, sockets | one provider operation per 8-byte put cost ~20 µs; batched, 0.4 µs per put (`docs/op-table.md`) |
 //! | `completion` | `FI_ORDER_RMA_RAW` → ordered read, else delivery-complete writes | shm promises no RAW order |
 //! | `needs_target_progress` | always | the endpoint runs `FI_PROGRESS_MANUAL` (AUTO measured ≈3× slower on tcp) |
+//! | `remote_errors_break_connection` | always | tcp drops the connection on a bad key (issue 12 item 2), shm hangs, rxm does not reconnect |
 
 use crate::transport::{AtomicTable, Caps, MrCaps, RemoteCompletion};
 
@@ -52,6 +53,10 @@ pub fn caps(f: ProviderFacts<'_>) -> Caps {
         } else {
             RemoteCompletion::DeliveryComplete
         },
+        // libfabric 1.17's tcp closes the connection on a bad key (the
+        // origin's next operations fail or crash in the provider), shm
+        // hangs, and rxm does not re-establish a failed connection.
+        remote_errors_break_connection: true,
         ordered_atomic_raw: f.ordered_atomic_raw,
         atomic_order: f.atomic_order,
         mr: f.mr,

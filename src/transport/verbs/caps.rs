@@ -48,6 +48,9 @@ pub fn caps(device: &DeviceInfo, port: u8, max_inline: usize, max_msg: usize) ->
         inject_size: max_inline,
         max_msg_size: max_msg,
         completion: RemoteCompletion::Acknowledged,
+        // A remote access error moves the queue pair to the error state;
+        // the pair is re-created on the next contact (generations).
+        remote_errors_break_connection: false,
         ordered_atomic_raw: false,
         atomic_order: AtomicOrder::NONE,
         mr: MrCaps {
