@@ -163,3 +163,95 @@ fn halo_example_checks_every_halo() {
         );
     }
 }
+
+/// get_accumulate with layouts on origin, result and target: each rank
+/// adds to a column of its right neighbour's grid and receives the old
+/// column into every other element of a result buffer; then an atomic
+/// read (NO_OP, empty origin) of a tile; a result layout of the wrong
+/// size is refused with nothing changed.
+fn get_accumulate_layouts() {
+    let world = World::init().unwrap();
+    let (me, p) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    let n = ROWS * COLS;
+    let mut win = Window::<i64>::allocate(&world, n).unwrap();
+    win.local_write(0, &(0..n).map(|i| value(me, i)).collect::<Vec<_>>())
+        .unwrap();
+    win.fence(Assert::NONE).unwrap();
+    let col3 = Layout::vector(ROWS, 1, COLS).unwrap();
+    let add = vec![me as i64 + 1; ROWS];
+    let mut result = vec![-1i64; 2 * ROWS];
+    let every_other = Layout::vector(ROWS, 1, 2).unwrap();
+    win.get_accumulate_layout(
+        right,
+        3,
+        &col3,
+        (&add, &Layout::contiguous(ROWS)),
+        (&mut result, &every_other),
+        Op::Sum,
+    )
+    .unwrap();
+    win.fence(Assert::NONE).unwrap();
+    for r in 0..ROWS {
+        assert_eq!(
+            result[2 * r],
+            value(right, r * COLS + 3),
+            "old value, row {r}"
+        );
+        assert_eq!(result[2 * r + 1], -1, "result gap, row {r}");
+    }
+    let mine = win.local_to_vec().unwrap();
+    for (i, v) in mine.iter().enumerate() {
+        let bump = if i % COLS == 3 { left as i64 + 1 } else { 0 };
+        assert_eq!(
+            *v,
+            value(me, i) + bump,
+            "element {i} after the neighbour's add"
+        );
+    }
+    // An atomic read of a 2 x 5 tile of the right neighbour (NO_OP).
+    let tile = Layout::subarray(&[ROWS, COLS], &[2, 5], &[4, 1]).unwrap();
+    let mut got = vec![0i64; 10];
+    win.get_accumulate_layout(
+        right,
+        0,
+        &tile,
+        (&[], &Layout::contiguous(0)),
+        (&mut got, &Layout::contiguous(10)),
+        onesided::NoOp,
+    )
+    .unwrap();
+    for r in 0..2 {
+        for c in 0..5 {
+            let i = (4 + r) * COLS + 1 + c;
+            let bump = if i % COLS == 3 { me as i64 + 1 } else { 0 };
+            assert_eq!(got[r * 5 + c], value(right, i) + bump, "tile ({r}, {c})");
+        }
+    }
+    // A result layout of another size: refused, nothing sent.
+    let e = win
+        .get_accumulate_layout(
+            right,
+            3,
+            &col3,
+            (&add, &Layout::contiguous(ROWS)),
+            (&mut result, &Layout::contiguous(ROWS - 1)),
+            Op::Sum,
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    win.fence(Assert::NONE).unwrap();
+    assert_eq!(
+        win.local_to_vec().unwrap(),
+        mine,
+        "a refused call changed memory"
+    );
+    win.fence(Assert::NOSUCCEED).unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(
+    noncontiguous_get_accumulate,
+    &[2, 3],
+    get_accumulate_layouts
+);

@@ -1,5 +1,5 @@
-//! Noncontiguous put, get and accumulate ([`Layout`] on origin and
-//! target, MPI's derived datatypes for RMA).
+//! Noncontiguous put, get, accumulate and get_accumulate ([`Layout`] on
+//! origin, target and result: MPI's derived datatypes for RMA).
 //!
 //! The layouts are checked against the origin buffer, against each other
 //! (same element count) and against the target's part of the window
@@ -13,7 +13,7 @@
 use super::Window;
 use crate::api::element::Element;
 use crate::api::layout::Layout;
-use crate::api::op::OpFor;
+use crate::api::op::{AnyOp, FetchOpFor, OpFor};
 use crate::api::request::Request;
 use crate::error::{Error, Result};
 
@@ -98,6 +98,48 @@ impl<T: Element> Window<'_, T> {
             pos += n;
         }
         Ok(())
+    }
+
+    /// Combines, as [`Window::accumulate_layout`], and returns the target
+    /// elements' previous values into the elements of `result` that
+    /// `result_layout` names (MPI_Get_accumulate with derived datatypes on
+    /// origin, result and target). With [`NoOp`](crate::NoOp) the origin
+    /// may be empty (an atomic read of the target layout). The blocks are
+    /// issued together and waited for together; each element is updated
+    /// and read atomically.
+    ///
+    /// # Errors
+    /// As [`Window::put_layout`] (the result layout must hold as many
+    /// elements as the target layout and fit in `result`), or what
+    /// [`Window::rget_accumulate`] returns.
+    #[allow(clippy::too_many_arguments)] // MPI_Get_accumulate's own shape
+    pub fn get_accumulate_layout<O: FetchOpFor<T> + Copy>(
+        &self,
+        rank: usize,
+        disp: usize,
+        target: &Layout,
+        (origin, origin_layout): (&[T], &Layout),
+        (result, result_layout): (&mut [T], &Layout),
+        op: O,
+    ) -> Result<()> {
+        let call = "get_accumulate_layout";
+        let read_only = op.any() == AnyOp::NoOp && origin.is_empty();
+        let packed = if read_only {
+            Vec::new()
+        } else {
+            self.layouts(call, rank, disp, target, origin, origin_layout)?
+        };
+        // The result side as an origin of the same shape.
+        self.check_layouts(call, rank, disp, target, result.len(), result_layout)?;
+        let mut pos = 0;
+        let mut requests = Vec::with_capacity(target.blocks().len());
+        for &(at, n) in target.blocks() {
+            let data = if read_only { &[][..] } else { &packed[pos..pos + n] };
+            requests.push(self.rget_accumulate(rank, disp + at, data, vec![T::zeroed(); n], op)?);
+            pos += n;
+        }
+        let blocks = Request::wait_all(requests)?;
+        result_layout.unpack(&blocks.concat(), result)
     }
 
     /// Checks the layouts and packs the origin's elements.
