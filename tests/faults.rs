@@ -168,10 +168,22 @@ fn killed_rank_at_each_point() {
         for case in CASES {
             for try_no in 1..=2 {
                 // (a) tear-down off: every survivor reports an Err.
-                let mut cmd = common::onesided_run_command(&name, ranks, &["--keep-going"]);
-                cmd.env("ONESIDED_TEST_CASE", case)
-                    .env("ONESIDED_TIMEOUT", timeout.to_string());
-                let out = common::run_with_limit(cmd, Duration::from_secs(60));
+                let job = || {
+                    let mut cmd = common::onesided_run_command(&name, ranks, &["--keep-going"]);
+                    cmd.env("ONESIDED_TEST_CASE", case)
+                        .env("ONESIDED_TIMEOUT", timeout.to_string());
+                    common::run_with_limit(cmd, Duration::from_secs(60))
+                };
+                let mut out = job();
+                if common::rank_segfaulted(&out) {
+                    // The known libfabric defect (docs/reliability.md):
+                    // counted loudly, and the job must pass when run again.
+                    common::say(&format!(
+                        "KNOWN PROVIDER DEFECT: (a) {case} n={ranks} try {try_no}: a survivor \
+                         segfaulted inside libfabric (tcp;ofi_rxm); running the job again"
+                    ));
+                    out = job();
+                }
                 let lines: Vec<&str> = out
                     .stdout
                     .lines()

@@ -56,11 +56,23 @@ fn survivors_get_an_error_when_a_rank_dies() {
     for ranks in [3usize, 4] {
         for shm in ["0", "1"] {
             for case in CASES {
-                let mut cmd = common::onesided_run_command(&name, ranks, &["--keep-going"]);
-                cmd.env("ONESIDED_TEST_CASE", case)
-                    .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string())
-                    .env("ONESIDED_SHM", shm);
-                let out = common::run_with_limit(cmd, Duration::from_secs(60));
+                let job = || {
+                    let mut cmd = common::onesided_run_command(&name, ranks, &["--keep-going"]);
+                    cmd.env("ONESIDED_TEST_CASE", case)
+                        .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string())
+                        .env("ONESIDED_SHM", shm);
+                    common::run_with_limit(cmd, Duration::from_secs(60))
+                };
+                let mut out = job();
+                if common::rank_segfaulted(&out) {
+                    // The known libfabric defect (docs/reliability.md):
+                    // counted loudly, and the job must pass when run again.
+                    common::say(&format!(
+                        "KNOWN PROVIDER DEFECT: {case} n={ranks} shm={shm}: a survivor \
+                         segfaulted inside libfabric (tcp;ofi_rxm); running the job again"
+                    ));
+                    out = job();
+                }
                 let lines: Vec<&str> = out
                     .stdout
                     .lines()
