@@ -7,7 +7,9 @@
 #     PKG_CONFIG_PATH=PREFIX/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs onesided)
 #
 # --debug installs the debug build (what tests/c_api.rs uses, to avoid a
-# release build in the test run).
+# release build in the test run). ONESIDED_C_FEATURES (e.g.
+# onesided/unstable, which the test passes) builds with the features the
+# workspace's test build already compiled, so nothing is rebuilt.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,9 +22,13 @@ prefix=${1:-/usr/local}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' bindings/c/Cargo.toml | head -1)
 
 # The native libraries a static link needs, as rustc reports them.
-private=$(cargo rustc -q -p onesided-c --profile "$profile" --crate-type staticlib \
+features=()
+if [ -n "${ONESIDED_C_FEATURES:-}" ]; then
+    features=(--features "$ONESIDED_C_FEATURES")
+fi
+private=$(cargo rustc -q -p onesided-c --profile "$profile" "${features[@]}" --crate-type staticlib \
     -- --print native-static-libs 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
-cargo build -q -p onesided-c --profile "$profile"
+cargo build -q -p onesided-c --profile "$profile" "${features[@]}"
 
 target=${CARGO_TARGET_DIR:-target}/$dir
 mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"

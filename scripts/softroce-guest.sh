@@ -18,7 +18,8 @@ status=0
 count() { # part, libtest output file
     p=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$2" | awk '{s+=$1} END {print s+0}')
     f=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$2" | awk '{s+=$1} END {print s+0}')
-    echo "SOFTROCE-COUNT $1: $p passed, $f failed"
+    k=$(grep -c 'SKIPPED .*ONESIDED_TEST_MAX_RANKS' "$2")
+    echo "SOFTROCE-COUNT $1: $p passed ($k of them skipped: only jobs above ONESIDED_TEST_MAX_RANKS), $f failed"
     [ "$f" -eq 0 ] && [ "$p" -gt 0 ]
 }
 suite() { # name -> executable
@@ -58,7 +59,12 @@ for s in rma atomics locks sync_modes software_accumulate aggregation dynamic ra
     b=$(suite "$s")
     [ -n "$b" ] || { echo "no binary for suite $s"; exit 1; }
     echo "-- $s"
-    ONESIDED_TEST_PROVIDERS=verbs-native ONESIDED_TEST_DIRECT=0 \
+    # The software-path suites' 4-rank jobs run natively (host providers):
+    # here they took 3.4 and 1.7 min of the stage (2026-11-25), at 2 ranks
+    # about half; the active messages over SEND/RECV are the same.
+    cap=
+    case $s in software_accumulate|aggregation) cap=2 ;; esac
+    env ONESIDED_TEST_PROVIDERS=verbs-native ONESIDED_TEST_DIRECT=0 ${cap:+ONESIDED_TEST_MAX_RANKS=$cap} \
         "$b" --test-threads=1 $skip8 2>&1 | tee "$log"
     count "native $s" "$log" || status=1
 done

@@ -36,7 +36,10 @@ fn build_ring(prefix: &Path) -> PathBuf {
     sh(
         Command::new(root().join("scripts/install-c.sh"))
             .arg("--debug")
-            .arg(prefix),
+            .arg(prefix)
+            // The features this test build compiled the library with
+            // (the dev-dependency turns `unstable` on): no rebuild.
+            .env("ONESIDED_C_FEATURES", "onesided/unstable"),
         "scripts/install-c.sh",
     );
     let pc = prefix.join("lib/pkgconfig");

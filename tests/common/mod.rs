@@ -559,6 +559,16 @@ pub fn say(line: &str) {
 /// Parent side: runs test `name` under every job; panics on the first failure
 /// with the job and the tail of its output.
 pub fn run_jobs(name: &str, jobs: &[Job]) {
+    if jobs.is_empty() {
+        if let Ok(max) = std::env::var("ONESIDED_TEST_MAX_RANKS") {
+            // Every job of the test is larger than the cap (the soft-RoCE
+            // guest's verbs;ofi_rxm suites run at 2 ranks): a counted skip.
+            say(&format!(
+                "SKIPPED {name}: every job has more ranks than ONESIDED_TEST_MAX_RANKS={max}"
+            ));
+            return;
+        }
+    }
     assert!(
         !jobs.is_empty(),
         "{name}: no jobs to run (check ONESIDED_TEST_LAUNCHERS)"
