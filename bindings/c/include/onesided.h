@@ -181,7 +181,8 @@ extern "C" {
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 size_t onesided_last_error(char *buf, size_t len);
 
 // The name of error code `code` (`"ONESIDED_ERR_TIMEOUT"`, ...), a static
@@ -195,7 +196,8 @@ const char *onesided_error_name(int code);
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_init(onesided_world_t *world);
 
 // Leaves the job (collective: every rank calls it). Every window of the
@@ -214,7 +216,8 @@ int onesided_abort(onesided_world_t world, int code);
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_rank(onesided_world_t world, size_t *rank);
 
 // The number of processes in the job.
@@ -222,7 +225,8 @@ int onesided_rank(onesided_world_t world, size_t *rank);
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_size(onesided_world_t world, size_t *size);
 
 // Waits until every rank has called it (collective), within
@@ -237,7 +241,8 @@ int onesided_barrier(onesided_world_t world);
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_win_allocate(onesided_world_t world, int datatype, size_t count, onesided_win_t *win);
 
 // Frees the window (collective). Inside an epoch it returns
@@ -250,7 +255,8 @@ int onesided_win_free(onesided_win_t win);
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_win_count(onesided_win_t win, size_t *count);
 
 // Copies `count` elements of this rank's window at element `disp` into
@@ -260,7 +266,8 @@ int onesided_win_count(onesided_win_t win, size_t *count);
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_win_read_local(onesided_win_t win, int datatype, size_t disp, void *out, size_t count);
 
 // Copies `count` elements from `data` into this rank's window at element
@@ -269,7 +276,8 @@ int onesided_win_read_local(onesided_win_t win, int datatype, size_t disp, void 
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_win_write_local(onesided_win_t win,
                              int datatype,
                              size_t disp,
@@ -283,7 +291,8 @@ int onesided_win_write_local(onesided_win_t win,
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_put(onesided_win_t win,
                  int datatype,
                  const void *origin,
@@ -297,7 +306,8 @@ int onesided_put(onesided_win_t win,
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_get(onesided_win_t win,
                  int datatype,
                  void *origin,
@@ -311,7 +321,8 @@ int onesided_get(onesided_win_t win,
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_accumulate(onesided_win_t win,
                         int datatype,
                         const void *origin,
@@ -327,7 +338,8 @@ int onesided_accumulate(onesided_win_t win,
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_get_accumulate(onesided_win_t win,
                             int datatype,
                             const void *origin,
@@ -343,7 +355,8 @@ int onesided_get_accumulate(onesided_win_t win,
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_fetch_and_op(onesided_win_t win,
                           int datatype,
                           const void *value,
@@ -358,7 +371,8 @@ int onesided_fetch_and_op(onesided_win_t win,
 // # Safety
 // Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 // value is needed) or valid for the element count the call states, for
-// the duration of the call, and output buffers do not overlap inputs.
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_compare_and_swap(onesided_win_t win,
                               int datatype,
                               const void *compare,

@@ -222,7 +222,8 @@ fn call(name: &str, f: impl FnOnce() -> Result<(), Fail>) -> c_int {
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_last_error(buf: *mut c_char, len: usize) -> usize {
     let msg = LAST.with(|l| l.borrow().clone());
@@ -538,7 +539,8 @@ fn check_ptr(addr: usize, count: usize, size: usize, align: usize, what: &str) -
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_init(world: *mut onesided_world_t) -> c_int {
     call("onesided_init", || {
@@ -601,7 +603,8 @@ pub extern "C" fn onesided_abort(world: onesided_world_t, code: c_int) -> c_int 
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_rank(world: onesided_world_t, rank: *mut usize) -> c_int {
     call("onesided_rank", || {
@@ -619,7 +622,8 @@ pub unsafe extern "C" fn onesided_rank(world: onesided_world_t, rank: *mut usize
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_size(world: onesided_world_t, size: *mut usize) -> c_int {
     call("onesided_size", || {
@@ -650,7 +654,8 @@ pub extern "C" fn onesided_barrier(world: onesided_world_t) -> c_int {
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_win_allocate(
     world: onesided_world_t,
@@ -745,7 +750,8 @@ pub extern "C" fn onesided_win_free(win: onesided_win_t) -> c_int {
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_win_count(win: onesided_win_t, count: *mut usize) -> c_int {
     call("onesided_win_count", || {
@@ -764,7 +770,8 @@ pub unsafe extern "C" fn onesided_win_count(win: onesided_win_t, count: *mut usi
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_win_read_local(
     win: onesided_win_t,
@@ -790,7 +797,8 @@ pub unsafe extern "C" fn onesided_win_read_local(
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_win_write_local(
     win: onesided_win_t,
@@ -819,7 +827,8 @@ pub unsafe extern "C" fn onesided_win_write_local(
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_put(
     win: onesided_win_t,
@@ -846,7 +855,8 @@ pub unsafe extern "C" fn onesided_put(
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_get(
     win: onesided_win_t,
@@ -873,7 +883,8 @@ pub unsafe extern "C" fn onesided_get(
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_accumulate(
     win: onesided_win_t,
@@ -903,7 +914,8 @@ pub unsafe extern "C" fn onesided_accumulate(
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_get_accumulate(
     win: onesided_win_t,
@@ -924,8 +936,17 @@ pub unsafe extern "C" fn onesided_get_accumulate(
         };
         with_win(win, Some(datatype), |w| {
             typed!(w, |w: T| {
+                // `origin` is read while `result` is written: overlapping
+                // buffers would alias a shared and a mutable borrow.
+                let size = std::mem::size_of::<T>();
+                let (o, r) = (origin as usize, result as usize);
+                let (ob, rb) = (n_origin.saturating_mul(size), count.saturating_mul(size));
+                if ob > 0 && rb > 0 && o < r.saturating_add(rb) && r < o.saturating_add(ob) {
+                    return Err(arg("origin and result overlap"));
+                }
                 // SAFETY: the caller's buffers hold `count` elements each
-                // (`origin` none when NULL with NO_OP).
+                // (`origin` none when NULL with NO_OP), and do not overlap
+                // (checked above).
                 let data = unsafe { in_slice(origin.cast::<T>(), n_origin, "origin")? };
                 // SAFETY: as above.
                 let out = unsafe { out_slice(result.cast::<T>(), count, "result")? };
@@ -941,7 +962,8 @@ pub unsafe extern "C" fn onesided_get_accumulate(
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_fetch_and_op(
     win: onesided_win_t,
@@ -977,7 +999,8 @@ pub unsafe extern "C" fn onesided_fetch_and_op(
 /// # Safety
 /// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
 /// value is needed) or valid for the element count the call states, for
-/// the duration of the call, and output buffers do not overlap inputs.
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 #[no_mangle]
 pub unsafe extern "C" fn onesided_compare_and_swap(
     win: onesided_win_t,

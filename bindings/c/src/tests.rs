@@ -184,6 +184,21 @@ unsafe fn singleton_job() {
         last()
     );
     assert_eq!(fetched, [11, 100, 3, 4]);
+    // The same buffer as origin and result: refused, nothing changed.
+    assert_eq!(
+        onesided_get_accumulate(
+            win,
+            ONESIDED_INT64,
+            fetched.as_ptr().cast(),
+            fetched.as_mut_ptr().cast(),
+            4,
+            0,
+            2,
+            ONESIDED_SUM
+        ),
+        ONESIDED_ERR_ARG
+    );
+    assert!(last().contains("overlap"), "{}", last());
     assert_eq!(onesided_flush(win, 0), ONESIDED_SUCCESS);
     let mut got = [0i64; 8];
     assert_eq!(
