@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 mod access;
 mod accumulate;
 mod aggregate;
+mod agreement;
 mod create;
 mod direct;
 mod dynamic;
@@ -39,7 +40,6 @@ use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor, ENTRY_BYTES};
 use crate::meta::dirty::Dirty;
 use crate::meta::targets::Targets;
-use crate::meta::uniform;
 use crate::meta::valid_ops::ValidOps;
 use crate::transport::exposed::ExposedEntry;
 use crate::transport::{
@@ -128,8 +128,8 @@ pub struct Window<'a, T: Element> {
     // Which accumulate operations take the software path, and the hints.
     paths: info::Paths,
     info: WindowInfo,
-    // Small puts and accumulates queued per target (`aggregate.rs`).
-    agg: Option<aggregate::Aggregation>,
+    // Small puts and accumulates queued per target (`protocols/aggregation/origin.rs`).
+    agg: Option<crate::protocols::aggregation::Aggregation>,
     freed: bool,
     // Attached regions (dynamic windows): deregistered with the window.
     dynamic: Option<dynamic::Dynamic>,
@@ -267,7 +267,7 @@ impl<'a, T: Element> Window<'a, T> {
         });
         // Peers may post to this window as soon as they leave the allreduce.
         world.posts.open(id);
-        let agreed = uniform::agree(
+        let agreed = agreement::agree(
             world,
             id,
             local.as_ref().ok().map(|l| &l.desc),

@@ -11,8 +11,10 @@
 //! 0. Other registrations take odd keys (`transport::ofi::mr`), so requested
 //! keys never collide within a process.
 //!
-//! The allreduce is a dissemination over the control regions, like
-//! `World::barrier`: in round k each rank writes its running maxima into the
+//! This module is the agreement's content (what each rank contributes,
+//! what the maxima mean); the allreduce that carries it runs at the window
+//! layer (`api/window/agreement.rs`), over the world's control regions. It
+//! is a dissemination, like `World::barrier`: in round k each rank writes its running maxima into the
 //! reduction slot of rank + 2^k (`directory::reduce_offset`), proves them
 //! delivered, then raises the slot's flag to the epoch (the window id), and
 //! waits for its own slot of round k. Maxima are idempotent, so the
@@ -21,11 +23,7 @@
 //! start epoch e + 2 before every rank finished epoch e, so a slot is never
 //! overwritten before it was read.
 
-use crate::api::world::World;
-use crate::error::{Error, Result};
-use crate::transport::{RemoteAddr, RemoteCompletion};
-
-use super::directory::{self, Descriptor, REDUCE_ROUNDS, REDUCE_WORDS};
+use super::directory::{Descriptor, REDUCE_WORDS};
 
 /// Requested remote key of window `id`'s memory (even; see the module doc).
 pub fn window_key(id: u64) -> u64 {
@@ -45,7 +43,7 @@ pub struct Agreement {
 }
 
 /// The reduced words of one rank: `None` = this rank failed locally.
-fn words(d: Option<&Descriptor>, keyed: bool) -> [u64; REDUCE_WORDS] {
+pub fn words(d: Option<&Descriptor>, keyed: bool) -> [u64; REDUCE_WORDS] {
     match d {
         None => [0, 0, 0, 0, 0, 0, 1],
         Some(d) => {
@@ -61,87 +59,14 @@ fn words(d: Option<&Descriptor>, keyed: bool) -> [u64; REDUCE_WORDS] {
     }
 }
 
-fn conclude(w: &[u64; REDUCE_WORDS]) -> Agreement {
+/// What the element-wise maxima `w` of every rank's [`words`] say.
+pub fn conclude(w: &[u64; REDUCE_WORDS]) -> Agreement {
     let equal = |i: usize| w[i] == !w[i + 1];
     Agreement {
         uniform: equal(0) && equal(2) && equal(4) && w[4] & 1 == 1 && w[6] == 0,
         failed: w[6] != 0,
         same_len: equal(0) && w[6] == 0,
     }
-}
-
-/// Runs the creation allreduce of window `id` (collective; also a barrier).
-/// `d` is this rank's descriptor, `None` if its part of the creation failed;
-/// `keyed` says whether its memory is registered under [`window_key`] with
-/// offset addressing.
-pub fn agree(world: &World, id: u64, d: Option<&Descriptor>, keyed: bool) -> Result<Agreement> {
-    let mut w = words(d, keyed);
-    allreduce_max(world, id, &mut w)?;
-    Ok(conclude(&w))
-}
-
-/// Element-wise maximum of `w` over all ranks, in place. `epoch` must grow
-/// from one call to the next (window ids do).
-fn allreduce_max(world: &World, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Result<()> {
-    let (rank, size) = (world.rank(), world.size());
-    let ctrl = world.control_memory();
-    let mut dist = 1usize;
-    let mut round = 0usize;
-    while dist < size {
-        if round >= REDUCE_ROUNDS {
-            return Err(Error::InvalidArgument(format!(
-                "window {epoch}: {size} processes exceed the allreduce's {REDUCE_ROUNDS} rounds"
-            )));
-        }
-        let to = (rank + dist) % size;
-        let off = directory::reduce_offset(round, epoch);
-        let flag = off + 8 * REDUCE_WORDS;
-        let mut payload = [0u8; 8 * REDUCE_WORDS];
-        for (i, v) in w.iter().enumerate() {
-            payload[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
-        }
-        // A node-local peer's slot is written by stores into its mapped
-        // control region (release store of the flag last); others by the
-        // provider: the payload, a read that proves it delivered (ordered
-        // after the write, FI_ORDER_RMA_RAW; without that promise writes
-        // complete only when delivered), then the flag.
-        let local = world.with_local_ctrl(to, |m| {
-            m.write(off, &payload)?;
-            m.store_u64(flag, epoch)
-        })?;
-        if local.is_none() {
-            let c = world.control(to)?;
-            let at = |o: usize| RemoteAddr {
-                addr: c.addr + o as u64,
-                key: c.key,
-            };
-            let t = world.transport();
-            t.put(to, &payload, at(off))?;
-            if t.caps().completion == RemoteCompletion::OrderedRead {
-                let mut probe = [0u8; 8];
-                t.get(to, &mut probe, at(off))?;
-            }
-            t.put_signal(to, epoch, at(flag))?;
-        }
-        let from = (rank + size - dist) % size;
-        let what = || {
-            format!("window creation (agreement {epoch}, round {round}): waiting for rank {from}")
-        };
-        crate::progress::wait::until(world.transport(), world.config.timeout, &what, || {
-            Ok(ctrl.load_u64(flag)? >= epoch)
-        })
-        .map_err(|e| e.awaiting(from))?;
-        let mut got = [0u8; 8 * REDUCE_WORDS];
-        ctrl.read(off, &mut got)?;
-        for (i, v) in w.iter_mut().enumerate() {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&got[8 * i..8 * i + 8]);
-            *v = (*v).max(u64::from_le_bytes(b));
-        }
-        dist *= 2;
-        round += 1;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub(super) struct Route {
     off: usize,
     d: Descriptor,
     software: bool,
-    // Goes into the window's operation table (`aggregate.rs`).
+    // Goes into the window's operation table (`protocols/aggregation/origin.rs`).
     queued: bool,
 }
 

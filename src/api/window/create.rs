@@ -1,7 +1,7 @@
 //! This rank's part of window creation (`Window::build` runs it, then the
 //! creation's allreduce, `meta::uniform`).
 
-use super::{aggregate, direct, info, lock, soft_lock, Window, WindowInfo};
+use super::{agreement, direct, info, lock, soft_lock, Window, WindowInfo};
 use crate::api::element::Element;
 use crate::api::world::World;
 use crate::error::{Error, Result};
@@ -28,7 +28,7 @@ pub(super) struct Prepared<T: Element> {
     /// The target-side lock queue, when locks take the software path.
     pub soft_lock: Option<soft_lock::SoftLock<T>>,
     /// Small puts and accumulates queued per target (none for dynamic windows).
-    pub agg: Option<aggregate::Aggregation>,
+    pub agg: Option<crate::protocols::aggregation::Aggregation>,
 }
 
 impl<'a, T: Element> Window<'a, T> {
@@ -107,7 +107,7 @@ impl<'a, T: Element> Window<'a, T> {
         let agg = match dynamic {
             true => None,
             false => {
-                aggregate::Aggregation::new(id, &world.ops, world.transport().caps().batch_small)
+                crate::protocols::aggregation::Aggregation::new(id, &world.ops, world.transport().caps().batch_small)
             }
         };
         Ok(Prepared {
@@ -136,7 +136,7 @@ impl<'a, T: Element> Window<'a, T> {
             Ok(mem) => Self::build(world, mem, len, kind, info),
             Err(e) => {
                 let id = world.next_window_id();
-                if let Err(e2) = uniform::agree(world, id, None, false) {
+                if let Err(e2) = agreement::agree(world, id, None, false) {
                     tracing::warn!("window {id}: telling the other ranks failed: {e2}");
                 }
                 Err(e)

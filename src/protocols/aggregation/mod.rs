@@ -8,15 +8,15 @@
 //! message, applied in order by the target's handler, moves the same data
 //! with one message and one acknowledgement per ~4 KiB.
 //!
+//! * `origin.rs`: the origin side — what is queued, when batches ship,
+//!   their acknowledgements — over a narrow context, not the window.
 //! * `table.rs`: slots → target elements → operation elements; queueing,
 //!   round-robin issue, the cleanup when the pools run dry.
 //! * `pool.rs`: the two-level pools (per-window local, process global).
-//! * `batch.rs`: the BATCH wire format (kind 4) and its decoder.
-//! * `handler.rs`: the target handler.
-//!
-//! The window side (what is queued, when batches ship) is
-//! `api/window/aggregate.rs`.
+//! * `wire.rs`: the BATCH wire format (kind 4) and its decoder.
+//! * `target.rs`: the target handler.
 
+mod origin;
 mod pool;
 mod table;
 mod target;
@@ -24,6 +24,7 @@ mod wire;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use origin::{Aggregation, Origin};
 pub use table::{OpTable, Queued, TargetElem};
 pub use target::BatchHandler;
 pub use wire::{begin as batch_begin, push as batch_push, Entry, ACCUMULATE, PUT};

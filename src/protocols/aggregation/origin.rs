@@ -1,0 +1,302 @@
+//! The origin side of aggregation (`docs/op-table.md`): small puts and
+//! small software-path accumulates are queued per target in the window's
+//! operation table and shipped as BATCH requests, which the target applies
+//! in order and acknowledges ([`super::target`]).
+//!
+//! When batches ship: when one is full; when both pools are empty (the
+//! cleanup, [`OpTable::queue`]); before an operation to the same target
+//! that does not go through the table (a get, a fetching or large
+//! accumulate: [`Aggregation::batches_before`]); and at every completion
+//! point (flush family, unlock, unlock_all, fence, complete, free:
+//! [`Aggregation::complete_batches`]), which then waits for every ack.
+//!
+//! Ordering: a batch is applied in order by one handler run, but two
+//! batches may run at once at the target (two threads drain its CQ). So
+//! with an `accumulate_ordering` other than `none` ([`Origin::ordered`]), a
+//! batch holding accumulates (and any accumulate-family call that bypasses
+//! the table) is sent only after the window's earlier batches were
+//! acknowledged, and a get to a target waits for its queued operations to
+//! be applied.
+//!
+//! This side depends on [`Origin`], a narrow context (transport, active
+//! messages, the process's pools, the window's id and ordering), not on
+//! the public `Window`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::{Entry, OpTable, Queued, Shared, TargetElem, ACCUMULATE, PUT};
+use crate::error::{Error, Result};
+use crate::progress::wait;
+use crate::transport::am::{kind, ActiveMessages};
+use crate::transport::inflight::Sink;
+use crate::transport::{AtomicOp, Completion, Datatype, Transport};
+
+/// What the origin side needs of a window: nothing more.
+pub struct Origin<'c> {
+    /// The back-end batches travel on.
+    pub transport: &'c dyn Transport,
+    /// The active-message layer (credits, replies).
+    pub am: &'c ActiveMessages,
+    /// The process's pools and counters.
+    pub shared: &'c Shared,
+    /// This process's rank.
+    pub me: usize,
+    /// The window's id (named in batches and errors).
+    pub window: u64,
+    /// `ONESIDED_TIMEOUT` (`None`: no bound), the bound of every wait here.
+    pub timeout: Option<Duration>,
+    /// Whether the window orders accumulates (`accumulate_ordering` other
+    /// than `none`).
+    pub ordered: bool,
+}
+
+/// A window's operation table and the acknowledgements of its batches.
+///
+/// Invariant (threads sharing a window): a target element taken out of the
+/// table is counted in `shipping` before the table's mutex is released, and
+/// leaves that count only after its batch's acknowledgement is counted in
+/// `acks` (or its send failed). So a completion point that finds the table
+/// empty, then `shipping` at zero, then waits for `acks`, covers every
+/// operation queued before it — also those another thread is still sending.
+pub struct Aggregation {
+    table: Mutex<OpTable>,
+    acks: Arc<Completion>,
+    shipping: AtomicUsize,
+    max_op: usize,
+}
+
+impl Aggregation {
+    /// The table of window `id`, if aggregation is on for a back-end
+    /// that does (`batch_small`) or does not prefer batching.
+    pub fn new(id: u64, shared: &Arc<Shared>, batch_small: bool) -> Option<Self> {
+        let c = shared.config;
+        super::enabled(c.mode, batch_small).then(|| Aggregation {
+            table: Mutex::new(OpTable::new(id, shared.clone())),
+            acks: Arc::new(Completion::new()),
+            shipping: AtomicUsize::new(0),
+            max_op: c.max_op,
+        })
+    }
+
+    fn table(&self, o: &Origin<'_>) -> Result<MutexGuard<'_, OpTable>> {
+        self.table.lock().map_err(|_| {
+            Error::InvalidArgument(format!("window {}: operation table poisoned", o.window))
+        })
+    }
+
+    /// Whether an operation of `len` bytes to `rank` is queued.
+    fn takes(&self, o: &Origin<'_>, rank: usize, len: usize) -> bool {
+        len <= self.max_op && len > 0 && rank != o.me
+    }
+
+    /// Queues a put of `data` at byte `off` of `rank`'s window if it is
+    /// small enough; `Ok(false)` leaves it to the caller.
+    ///
+    /// # Errors
+    /// A batch that had to ship first could not be sent, or a wait for
+    /// another thread's batch ran out of time.
+    pub fn queue_put(&self, o: &Origin<'_>, rank: usize, off: usize, data: &[u8]) -> Result<bool> {
+        if !self.takes(o, rank, data.len()) {
+            return Ok(false);
+        }
+        let e = Entry {
+            class: PUT,
+            op: None,
+            datatype: None,
+            offset: off as u64,
+            data,
+        };
+        self.queue(o, rank, &e)?;
+        Ok(true)
+    }
+
+    /// Whether a plain (non-fetching, `plain`) accumulate of `len` bytes to
+    /// `rank` on the software path (`software`) will be queued. If not,
+    /// and it is a software call, operations queued for `rank` are shipped
+    /// first, and acknowledged first when the window orders accumulates:
+    /// the call must not overtake them.
+    ///
+    /// # Errors
+    /// As [`Aggregation::batches_before`].
+    pub fn takes_accumulate(
+        &self,
+        o: &Origin<'_>,
+        plain: bool,
+        software: bool,
+        rank: usize,
+        len: usize,
+    ) -> Result<bool> {
+        let queued = plain && software && self.takes(o, rank, len);
+        // Only software-path accumulates are queued, so only a software
+        // call can conflict with queued ones (a put and an accumulate to one
+        // location in one epoch is undefined in MPI anyway).
+        if !queued && software {
+            self.batches_before(o, rank, o.ordered)?;
+        }
+        Ok(queued)
+    }
+
+    /// Queues an accumulate ([`Aggregation::takes_accumulate`] said yes).
+    ///
+    /// # Errors
+    /// As [`Aggregation::queue_put`].
+    pub fn queue_accumulate(
+        &self,
+        o: &Origin<'_>,
+        rank: usize,
+        off: usize,
+        op: AtomicOp,
+        datatype: Datatype,
+        data: &[u8],
+    ) -> Result<()> {
+        let e = Entry {
+            class: ACCUMULATE,
+            op: Some(op),
+            datatype: Some(datatype),
+            offset: off as u64,
+            data,
+        };
+        self.queue(o, rank, &e)
+    }
+
+    fn queue(&self, o: &Origin<'_>, rank: usize, e: &Entry<'_>) -> Result<()> {
+        let id = o.window;
+        let what = || format!("window {id}: waiting for another thread to ship rank {rank}'s batch");
+        let mut retry = wait::Waiter::new(o.timeout, &what);
+        loop {
+            let q = {
+                let mut table = self.table(o)?;
+                let q = table.queue(rank, e);
+                if matches!(q, Queued::Ship(_)) {
+                    self.shipping.fetch_add(1, Ordering::AcqRel);
+                }
+                q
+            };
+            match q {
+                Queued::Done => {
+                    o.shared.count_queued();
+                    return Ok(());
+                }
+                Queued::Ship(t) => self.ship(o, t)?,
+                // Another thread of this window is shipping the elements.
+                Queued::Retry => {
+                    o.transport.progress()?;
+                    retry.step()?;
+                }
+            }
+        }
+    }
+
+    /// Sends `t`'s batch as one request whose reply counts on the window's
+    /// acknowledgements, then returns its elements to the pools.
+    fn ship(&self, o: &Origin<'_>, t: TargetElem) -> Result<()> {
+        let sent = self.send_batch(o, &t);
+        let recycled = self.table(o).map(|mut table| table.recycle(t));
+        self.shipping.fetch_sub(1, Ordering::AcqRel);
+        sent.and(recycled)
+    }
+
+    /// Takes `rank`'s target element (or, with `None`, the next one in
+    /// round-robin order) out of the table, counted as shipping.
+    fn take_target(&self, o: &Origin<'_>, rank: Option<usize>) -> Result<Option<TargetElem>> {
+        let mut table = self.table(o)?;
+        let t = match rank {
+            Some(r) => table.take(r),
+            None => table.next_target(),
+        };
+        if t.is_some() {
+            self.shipping.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(t)
+    }
+
+    /// Waits until no other thread is still sending a batch of this window
+    /// (its acknowledgement is then counted in `acks`).
+    fn wait_shipping(&self, o: &Origin<'_>) -> Result<()> {
+        let id = o.window;
+        let what = || format!("window {id}: waiting for another thread's batch to be sent");
+        wait::until(o.transport, o.timeout, &what, || {
+            Ok(self.shipping.load(Ordering::Acquire) == 0)
+        })
+    }
+
+    fn send_batch(&self, o: &Origin<'_>, t: &TargetElem) -> Result<()> {
+        let has_acc = t.ops.iter().any(|op| op.class == ACCUMULATE);
+        if has_acc && o.ordered {
+            self.wait_acks(o)?;
+        }
+        let (id, me, rank) = (o.window, o.me, t.rank);
+        let sink = Sink::counter(self.acks.clone());
+        let s = sink.clone();
+        sink.add();
+        let sent = o.am.request(
+            o.transport,
+            rank,
+            kind::BATCH,
+            &t.batch,
+            Box::new(move |reply| match reply {
+                Ok([]) => s.deliver(0, &[]),
+                Ok(b) => s.fail(format!(
+                    "window {id}: rank {rank} answered a batch with {} bytes",
+                    b.len()
+                )),
+                Err(why) => s.fail(format!("window {id}: batch from rank {me} refused: {why}")),
+            }),
+        );
+        match sent {
+            Ok(()) => {
+                o.shared.count_sent();
+                Ok(())
+            }
+            Err(e) => {
+                sink.fail(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn wait_acks(&self, o: &Origin<'_>) -> Result<()> {
+        let id = o.window;
+        o.transport.wait(&self.acks, &|| {
+            format!("acknowledgements of batches of window {id}")
+        })
+    }
+
+    /// Before an operation to `rank` outside the table: ships `rank`'s
+    /// batch; with `settle`, waits until every batch was acknowledged.
+    ///
+    /// # Errors
+    /// The batch could not be sent, a target refused a batch, or a wait
+    /// ran out of time.
+    pub fn batches_before(&self, o: &Origin<'_>, rank: usize, settle: bool) -> Result<()> {
+        if let Some(t) = self.take_target(o, Some(rank))? {
+            self.ship(o, t)?;
+        }
+        if settle {
+            self.wait_shipping(o)?;
+            if self.acks.pending() > 0 {
+                self.wait_acks(o)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ships every queued batch, round-robin over targets, and waits for
+    /// their acknowledgements (the completion points call this first).
+    ///
+    /// # Errors
+    /// The first batch that could not be sent, else a refused batch or a
+    /// wait that ran out of time.
+    pub fn complete_batches(&self, o: &Origin<'_>) -> Result<()> {
+        let mut first = None;
+        while let Some(t) = self.take_target(o, None)? {
+            if let Err(e) = self.ship(o, t) {
+                first.get_or_insert(e);
+            }
+        }
+        let waited = self.wait_shipping(o).and_then(|()| self.wait_acks(o));
+        first.map_or(waited, Err)
+    }
+}
