@@ -349,8 +349,9 @@ impl VerbsTransport {
                 self.staging.give(s);
             }
             op.sink.fail(format!(
-                "the connection to rank {target} was made again while a {:?} was in flight",
-                op.kind
+                "the connection to rank {target} was made again while a {:?} was in flight{}",
+                op.kind,
+                super::transport::NOT_EXECUTED
             ));
         }
     }

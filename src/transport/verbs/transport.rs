@@ -390,7 +390,13 @@ impl VerbsTransport {
                 op.target,
                 wc.status_text(),
                 wc.status,
-                if gone { "; the peer does not answer" } else { "" }
+                if gone {
+                    "; the peer does not answer"
+                } else if wc.status == rdma_sys::IBV_WC_WR_FLUSH_ERR {
+                    NOT_EXECUTED
+                } else {
+                    ""
+                }
             );
             self.broken(op.target, op.generation, &message);
             if let Some(s) = op.slot {
@@ -682,6 +688,31 @@ impl VerbsTransport {
     }
 }
 
+/// Ends the message of an operation that failed only because an earlier
+/// failure broke its queue pair (flushed, or the pair was made again while
+/// it was in flight): the operation itself was not at fault.
+pub(super) const NOT_EXECUTED: &str =
+    "; not executed: an earlier failure broke the connection, the next operation makes a new one";
+
+/// Attempts of a blocking put or get whose queue pair an earlier failure
+/// broke (each attempt after the first runs on a new pair).
+const ATTEMPTS: usize = 4;
+
+/// Runs blocking put or get `f` again while it fails only because an
+/// earlier operation broke its queue pair (a peer's error on the same pair
+/// must not fail a collective's flag write or read: issue 12's "a failed
+/// access never poisons a peer"). Puts and gets may run twice: they write
+/// or read the same bytes again.
+fn again_if_not_executed(mut f: impl FnMut() -> Result<()>) -> Result<()> {
+    let mut n = 1;
+    loop {
+        match f() {
+            Err(e) if n < ATTEMPTS && e.to_string().contains(NOT_EXECUTED) => n += 1,
+            r => return r,
+        }
+    }
+}
+
 pub(super) fn poisoned() -> Error {
     Error::InvalidArgument("verbs peer table lock poisoned".into())
 }
@@ -771,16 +802,18 @@ impl Transport for VerbsTransport {
     }
 
     fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
-        let done = Arc::new(Completion::new());
-        self.post_writes(target, data, dst, &Sink::counter(done.clone()))?;
-        let what = || format!("a put of {} bytes to rank {target}", data.len());
-        self.block_on(&done, &what)
+        again_if_not_executed(|| {
+            let done = Arc::new(Completion::new());
+            self.post_writes(target, data, dst, &Sink::counter(done.clone()))?;
+            let what = || format!("a put of {} bytes to rank {target}", data.len());
+            self.block_on(&done, &what)
+        })
     }
 
     fn get(&self, target: usize, buf: &mut [u8], src: RemoteAddr) -> Result<()> {
         let len = buf.len();
         let what = || format!("a get of {len} bytes from rank {target}");
-        self.fetch_into(buf, &what, |b| self.post_reads(target, len, src, b))
+        again_if_not_executed(|| self.fetch_into(buf, &what, |b| self.post_reads(target, len, src, b)))
     }
 
     fn put_async(&self, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()> {
