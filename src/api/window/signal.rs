@@ -116,7 +116,7 @@ impl<T: Element> Window<'_, T> {
     /// `put_signal`) are seen as they land; needs no epoch.
     ///
     /// # Errors
-    /// `disp` outside this process's window; [`Error::Timeout`] after
+    /// `disp` outside this process's window; [`Error::Timeout`](crate::Error::Timeout) after
     /// `ONESIDED_TIMEOUT` (naming the window, the element and the
     /// condition); a back-end error while driving progress.
     pub fn wait_until(&self, disp: usize, cmp: Cmp, value: T) -> Result<T>
