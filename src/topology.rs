@@ -445,7 +445,12 @@ pub fn pin_current_thread(cpus: &[usize]) -> Result<(), String> {
 /// topology of this machine (once per process), the calling thread's
 /// binding. An invalid list is an error; missing topology degrades.
 pub fn placement_here(req: &ProgressCpu, device: Option<&str>) -> Result<AgentPlacement, String> {
-    agent_placement(this_machine().ok(), req, &current_binding(), device)
+    // `none` needs no topology: nothing is loaded.
+    let facts = match req {
+        ProgressCpu::None => None,
+        _ => this_machine().ok(),
+    };
+    agent_placement(facts, req, &current_binding(), device)
 }
 
 /// Touches every page of freshly allocated window memory from the calling

@@ -118,6 +118,19 @@ impl World {
     }
 
     fn start(config: Config) -> Result<World> {
+        // hwloc's topology (for the agent's placement; a PCI scan and the
+        // plugins: ~0.5 s per process in the emulated soft-RoCE guest) loads
+        // in the background while the launcher handshake and the back-end
+        // open run; `placement_here` then finds it loaded, or waits for it.
+        if config.progress == ProgressMode::Thread
+            && !matches!(config.progress_cpu, crate::topology::ProgressCpu::None)
+        {
+            let _ = std::thread::Builder::new()
+                .name("onesided-topology".into())
+                .spawn(|| {
+                    let _ = crate::topology::this_machine();
+                });
+        }
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
         let (rank, size) = (boot.rank(), boot.size());
         Self::start_with(config, boot, |c| crate::transport::open(c, rank, size))
