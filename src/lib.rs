@@ -64,7 +64,8 @@ pub use api::layout::Layout;
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;
 pub use api::window::{
-    Cmp, MemoryModel, Scope, ScopedRequest, SignalOp, Window, WindowInfo, WindowMemory, INFO_KEYS,
+    Cmp, Flavor, MemoryModel, Scope, ScopedRequest, SharedSegment, SignalOp, Window, WindowInfo,
+    WindowMemory, INFO_KEYS,
 };
 pub use api::world::{World, WorldBuilder};
 pub use config::{Backend, ProgressMode};

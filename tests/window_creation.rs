@@ -6,7 +6,11 @@
 #[allow(unused_macros)]
 mod common;
 
-use onesided::{Assert, ErrorKind, LockType, MemoryModel, Window, WindowInfo, World, INFO_KEYS};
+use std::sync::atomic::Ordering;
+
+use onesided::{
+    Assert, ErrorKind, Flavor, LockType, MemoryModel, Op, Window, WindowInfo, World, INFO_KEYS,
+};
 
 /// Rank 0 runs with room for one window only (`ONESIDED_MAX_WINDOWS=1`):
 /// its second creation fails locally, the others learn it from the
@@ -137,6 +141,33 @@ fn hints_and_attributes() {
     assert!(win.info().sizes_equal());
     assert_eq!(win.len_of(right).unwrap(), 8);
     win.free().unwrap();
+
+    // MPI_Win_get_attr: flavor, base and size of every kind of window.
+    let mut win = Window::<u64>::allocate(&world, 5).unwrap();
+    assert_eq!(win.flavor(), Flavor::Allocate);
+    assert!(!win.base().is_null() && win.base().is_aligned());
+    assert_eq!(win.size_bytes(), 40);
+    win.free().unwrap();
+    let win = Window::create(&world, vec![me as u16; 3]).unwrap();
+    assert_eq!(win.flavor(), Flavor::Create);
+    assert!(!win.base().is_null());
+    assert_eq!(win.size_bytes(), 6);
+    assert_eq!(win.into_vec().unwrap(), vec![me as u16; 3]);
+    let mut win = Window::<u32>::create_dynamic(&world).unwrap();
+    assert_eq!(win.flavor(), Flavor::Dynamic);
+    assert!(
+        win.base().is_null(),
+        "a dynamic window's base is MPI_BOTTOM"
+    );
+    assert_eq!(win.size_bytes(), 0);
+    win.free().unwrap();
+    let mut win = Window::<u64>::allocate_shared(&world, 4).unwrap();
+    assert_eq!(win.flavor(), Flavor::Shared);
+    assert_eq!(
+        win.base(),
+        win.shared_query(me).unwrap().as_ptr().cast_const()
+    );
+    win.free().unwrap();
     world.barrier().unwrap();
 }
 
@@ -145,3 +176,74 @@ spmd_test!(
     &[1, 2, 3],
     hints_and_attributes
 );
+
+/// Atomic views of one's own window (`Window::atomic`, `atomic_slice`):
+/// while every peer adds 1 to rank 0's counter 300 times with software-path
+/// accumulates (`ONESIDED_ACCUMULATE=software`: the target's CPU applies
+/// them; on the direct path the origin's CPU), rank 0 adds 1 300 times
+/// through its view; the counter ends at exactly 300 × P (a lost update on
+/// either side shows). Views of several elements read what peers put;
+/// the errors (out of the window, a dynamic window) leave the window
+/// usable.
+fn atomic_views() {
+    // Before World::init: only this process reads it (each rank is its own
+    // test process).
+    std::env::set_var("ONESIDED_ACCUMULATE", "software");
+    let world = World::init().unwrap();
+    let (me, p) = (world.rank(), world.size());
+    const N: u64 = 300;
+    let mut win = Window::<u64>::allocate(&world, 8).unwrap();
+    win.lock_all().unwrap();
+    world.barrier().unwrap();
+    if me == 0 {
+        let c = win.atomic(0).unwrap();
+        for _ in 0..N {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    } else {
+        for _ in 0..N {
+            win.accumulate(0, 0, &[1], Op::Sum).unwrap();
+        }
+        win.flush(0).unwrap();
+        // Every element of rank 0's 2..8 from the last rank, by put.
+        if me == p - 1 {
+            win.put(0, 2, &[7, 8, 9, 10, 11, 12]).unwrap();
+            win.flush(0).unwrap();
+        }
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    if me == 0 {
+        assert_eq!(win.atomic(0).unwrap().load(Ordering::Relaxed), N * p as u64);
+        let cells = win.atomic_slice(2, 6).unwrap();
+        let got: Vec<u64> = cells.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let want: Vec<u64> = if p > 1 {
+            vec![7, 8, 9, 10, 11, 12]
+        } else {
+            vec![0; 6]
+        };
+        assert_eq!(got, want);
+    }
+    let e = win.atomic_slice(4, 5).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfWindow, "{e}");
+    assert_eq!(win.atomic(8).unwrap_err().kind(), ErrorKind::OutOfWindow);
+    assert_eq!(win.atomic_slice(8, 0).unwrap().len(), 0);
+    // A store through the view is what local_read and peers' gets see.
+    win.atomic(1)
+        .unwrap()
+        .store(40 + me as u64, Ordering::Relaxed);
+    win.fence(Assert::NONE).unwrap();
+    let mut got = [0u64];
+    win.get((me + 1) % p, 1, &mut got).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    assert_eq!(got[0], 40 + ((me + 1) % p) as u64);
+    win.free().unwrap();
+
+    let mut dynamic = Window::<u32>::create_dynamic(&world).unwrap();
+    let e = dynamic.atomic(0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    dynamic.free().unwrap();
+    world.barrier().unwrap();
+}
+
+spmd_test!(atomic_views_of_own_window, &[1, 3], atomic_views);

@@ -32,7 +32,11 @@ pub trait Element:
     note = "as in MPI, BAND/BOR/BXOR and LAND/LOR/LXOR take integers, not floating point; \
             use AnyOp to choose the operation at run time (checked when the call runs)"
 )]
-pub trait Integer: Element {}
+pub trait Integer: Element {
+    /// The std atomic type of the same size (`AtomicU64` for `u64`, ...):
+    /// the cells of [`Window::atomic_slice`](crate::Window::atomic_slice).
+    type Atomic: crate::transport::memory::AtomicCell;
+}
 
 macro_rules! element {
     ($($t:ty => $dt:ident, $int:expr);* $(;)?) => {$(
@@ -47,12 +51,15 @@ macro_rules! element {
 }
 
 macro_rules! integer {
-    ($($t:ty),*) => {$(
-        impl Integer for $t {}
+    ($($t:ty => $a:ident),*) => {$(
+        impl Integer for $t {
+            type Atomic = std::sync::atomic::$a;
+        }
     )*};
 }
 
-integer!(i8, i16, i32, i64, u8, u16, u32, u64);
+integer!(i8 => AtomicI8, i16 => AtomicI16, i32 => AtomicI32, i64 => AtomicI64,
+         u8 => AtomicU8, u16 => AtomicU16, u32 => AtomicU32, u64 => AtomicU64);
 
 element! {
     i8 => I8, true;

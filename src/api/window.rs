@@ -77,6 +77,24 @@ pub enum MemoryModel {
     Unified,
 }
 
+/// How a window was created (MPI_WIN_CREATE_FLAVOR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Flavor {
+    /// Over memory the program gave: [`Window::create`],
+    /// [`Window::create_borrowed`] (MPI_WIN_FLAVOR_CREATE).
+    Create,
+    /// Over memory the library allocated: [`Window::allocate`]
+    /// (MPI_WIN_FLAVOR_ALLOCATE).
+    Allocate,
+    /// Node-shared memory: [`Window::allocate_shared`]
+    /// (MPI_WIN_FLAVOR_SHARED).
+    Shared,
+    /// Attached regions: [`Window::create_dynamic`]
+    /// (MPI_WIN_FLAVOR_DYNAMIC).
+    Dynamic,
+}
+
 /// The back-end capabilities on the operation path (see `Caps`).
 #[derive(Clone, Copy)]
 struct Props {
@@ -131,6 +149,7 @@ pub struct Window<'a, T: Element> {
     // Small puts and accumulates queued per target (`protocols/aggregation/origin.rs`).
     agg: Option<crate::protocols::aggregation::Aggregation>,
     freed: bool,
+    flavor: Flavor,
     // Attached regions (dynamic windows): deregistered with the window.
     dynamic: Option<dynamic::Dynamic>,
     // The software lock path (None: lock words), open in the lock table.
@@ -158,7 +177,9 @@ impl<'a, T: Element> Window<'a, T> {
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME)))
             .and_then(|bytes| direct::window_memory(world, bytes, false));
-        Self::build_from(world, mem, len, 0, info)
+        let mut win = Self::build_from(world, mem, len, 0, info)?;
+        win.flavor = Flavor::Allocate;
+        Ok(win)
     }
 
     /// Exposes `mem` as this process's part of a new window (collective).
@@ -338,6 +359,7 @@ impl<'a, T: Element> Window<'a, T> {
             agg,
             freed: false,
             dynamic: None,
+            flavor: Flavor::Create,
             soft_lock,
             exposure,
             reg: Some(reg),
@@ -385,6 +407,33 @@ impl<'a, T: Element> Window<'a, T> {
     /// with `same_size` as the creation found it.
     pub fn info(&self) -> WindowInfo {
         self.info.in_effect(self.same_len)
+    }
+
+    /// How the window was created (MPI_WIN_CREATE_FLAVOR).
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// The address of this process's part of the window (MPI_WIN_BASE):
+    /// the first element, or null for a dynamic window (MPI_BOTTOM: its
+    /// memory is the attached regions). For comparing and for handing to
+    /// code that needs an address; reading or writing through it while
+    /// peers may access the window is undefined behaviour — use
+    /// [`Window::local_read`] / [`Window::local_write`], or for a
+    /// node-shared window [`Window::shared_query`]. A peer's base is an
+    /// address in the peer's process, so MPI offers it only for shared
+    /// windows: [`SharedSegment::as_ptr`].
+    pub fn base(&self) -> *const T {
+        if self.is_dynamic() {
+            return std::ptr::null();
+        }
+        self.mem.as_ptr().cast::<T>()
+    }
+
+    /// The length in bytes of this process's part (MPI_WIN_SIZE); see
+    /// [`Window::len_of`] for a peer's, in elements.
+    pub fn size_bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
     }
 
     /// The memory model (MPI_WIN_MODEL): always [`MemoryModel::Unified`].

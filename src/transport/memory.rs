@@ -282,6 +282,36 @@ impl<'a> Memory<'a> {
         Ok(())
     }
 
+    /// `n` atomic cells of type `A` from byte `offset`: the view of window
+    /// memory the owner may load and store while peers access it
+    /// (`Window::atomic_slice`).
+    ///
+    /// # Errors
+    /// The range is outside the region or not aligned for `A`.
+    pub(crate) fn cells<A: AtomicCell>(&self, offset: usize, n: usize) -> Result<&[A]> {
+        let size = std::mem::size_of::<A>();
+        let bytes = n.checked_mul(size).ok_or_else(|| {
+            Error::InvalidArgument(format!("{n} atomic cells of {size} bytes overflow"))
+        })?;
+        self.check(offset, bytes)?;
+        if (self.addr() as usize + offset) % std::mem::align_of::<A>() != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "atomic view at byte {offset} is not aligned to {} bytes",
+                std::mem::align_of::<A>()
+            )));
+        }
+        if n == 0 {
+            return Ok(&[]);
+        }
+        // SAFETY: in bounds and aligned for `A` (checked above); `A` is a
+        // std atomic integer (`AtomicCell`'s contract), valid for every bit
+        // pattern and mutated only atomically, and every other access to
+        // this region is an atomic copy or a NIC/provider write (the
+        // module's invariant), so no non-atomic access races with it. The
+        // cells borrow `self`, so the region outlives them.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset).cast::<A>(), n) })
+    }
+
     /// Reads an aligned `u64` with acquire ordering (flags written by peers).
     pub fn load_u64(&self, offset: usize) -> Result<u64> {
         self.check(offset, 8)?;
@@ -462,3 +492,28 @@ mod atomic_copy_tests {
         }
     }
 }
+
+/// The std atomic integer types, the only cells [`Memory::cells`] hands out.
+///
+/// # Safety
+/// An implementor has the size and alignment of its integer, every bit
+/// pattern is a valid value, and it is mutated only by atomic operations.
+pub unsafe trait AtomicCell: Sync + Send + std::fmt::Debug {}
+
+macro_rules! atomic_cell {
+    ($($a:ty),*) => {$(
+        // SAFETY: a std atomic integer: `#[repr(C, align(size))]` over its
+        // integer, every bit pattern valid, mutated only atomically.
+        unsafe impl AtomicCell for $a {}
+    )*};
+}
+atomic_cell!(
+    std::sync::atomic::AtomicI8,
+    std::sync::atomic::AtomicI16,
+    std::sync::atomic::AtomicI32,
+    std::sync::atomic::AtomicI64,
+    std::sync::atomic::AtomicU8,
+    std::sync::atomic::AtomicU16,
+    std::sync::atomic::AtomicU32,
+    std::sync::atomic::AtomicU64
+);

@@ -121,6 +121,7 @@ impl<'a, T: Element> Window<'a, T> {
         let table = Memory::allocate(entries * ENTRY)?;
         let mut win = Self::build(world, table, 0, FLAG_DYNAMIC, &WindowInfo::default())?;
         win.dynamic = Some(Dynamic::new(entries, world.config.rkey_cache));
+        win.flavor = super::Flavor::Dynamic;
         Ok(win)
     }
 

@@ -249,7 +249,9 @@ impl<'a, T: Element> Window<'a, T> {
         } else {
             contiguous_part(world, bytes, std::mem::size_of::<T>())?
         };
-        Self::build(world, mem, len, 0, info)
+        let mut win = Self::build(world, mem, len, 0, info)?;
+        win.flavor = super::Flavor::Shared;
+        Ok(win)
     }
 
     /// The memory of `rank`'s window (not ours) in this process, for the
