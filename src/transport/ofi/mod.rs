@@ -9,10 +9,12 @@
 //! * **Completion** (see `docs/transport.md`): with `FI_ORDER_RMA_RAW` (tcp,
 //!   sockets) writes complete locally and a flush is one ordered read; without
 //!   it (shm) each write asks for `FI_DELIVERY_COMPLETE`.
-//! * **Peers** are inserted into the address vector when first contacted.
+//! * **Peers** are inserted into the address vector when first contacted
+//!   (`conn.rs`).
 
 mod atomic;
 mod caps;
+mod conn;
 mod counters;
 mod cq;
 mod domain;
@@ -393,37 +395,7 @@ impl Transport for OfiTransport {
     }
 
     fn connect(&self, rank: usize, address: &[u8]) -> Result<()> {
-        let mut peers = self
-            .peers
-            .lock()
-            .map_err(|_| Error::InvalidArgument("peer table lock poisoned".into()))?;
-        if peers.contains_key(&rank) {
-            return Ok(());
-        }
-        let mut fi_addr: fi::fi_addr_t = fi::FI_ADDR_NOTAVAIL;
-        // SAFETY: address is a valid buffer holding one provider address (its
-        // format was validated by length on the publishing side and the
-        // provider validates content); fi_addr is a valid out-pointer.
-        let n = unsafe {
-            fi::fi_av_insert(
-                self.av.as_ptr(),
-                address.as_ptr().cast(),
-                1,
-                &mut fi_addr,
-                0,
-                std::ptr::null_mut(),
-            )
-        };
-        if n != 1 || fi_addr == fi::FI_ADDR_NOTAVAIL {
-            return Err(Error::Protocol {
-                peer: format!("rank {rank}"),
-                message: format!(
-                    "its endpoint address was rejected by fi_av_insert (returned {n})"
-                ),
-            });
-        }
-        peers.insert(rank, fi_addr);
-        Ok(())
+        conn::insert(self, rank, address)
     }
 
     fn is_connected(&self, rank: usize) -> bool {

@@ -1,5 +1,6 @@
 //! Reliable connected queue pairs and what they are made from: the
-//! process-wide protection domain, a completion queue, memory regions.
+//! process-wide protection domain, a completion queue, memory regions
+//! (`mr.rs`, re-exported here).
 //!
 //! Queue-pair settings (a slow emulated guest included): `timeout` 18
 //! (4.096 µs × 2^18 ≈ 1 s per retry), `retry_cnt` 7, `rnr_retry` 7
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use rdma_sys as ffi;
 
 pub use super::cq::{Cq, Wc};
+pub use super::mr::{Access, Mr};
 use super::device::{Choice, Context, BACKEND};
 use crate::error::{Error, Result};
 
@@ -75,102 +77,6 @@ impl Device {
             qpn,
             psn,
         }
-    }
-}
-
-/// Access rights of a memory region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Access {
-    /// Peers may write (puts, atomics).
-    pub remote_write: bool,
-    /// Peers may read (gets).
-    pub remote_read: bool,
-    /// Peers may run atomics.
-    pub remote_atomic: bool,
-}
-
-impl Access {
-    /// Local only (send buffers, read/atomic result buffers need local write).
-    pub const LOCAL: Access = Access {
-        remote_write: false,
-        remote_read: false,
-        remote_atomic: false,
-    };
-
-    fn flags(self) -> u32 {
-        let mut f = ffi::IBV_ACCESS_LOCAL_WRITE;
-        if self.remote_write || self.remote_atomic {
-            f |= ffi::IBV_ACCESS_REMOTE_WRITE;
-        }
-        if self.remote_read {
-            f |= ffi::IBV_ACCESS_REMOTE_READ;
-        }
-        if self.remote_atomic {
-            f |= ffi::IBV_ACCESS_REMOTE_ATOMIC;
-        }
-        f
-    }
-}
-
-/// A registered memory region.
-pub struct Mr {
-    pub(crate) mr: *mut ffi::ibv_mr,
-    /// Local key.
-    pub lkey: u32,
-    /// Remote key.
-    pub rkey: u32,
-    /// Start address.
-    pub addr: u64,
-    /// Length in bytes.
-    pub len: usize,
-    _dev: Arc<Device>,
-}
-
-// SAFETY: an ibv_mr is an immutable handle once registered.
-unsafe impl Send for Mr {}
-// SAFETY: as above.
-unsafe impl Sync for Mr {}
-
-impl Drop for Mr {
-    fn drop(&mut self) {
-        // SAFETY: mr came from ibv_reg_mr and is deregistered once.
-        unsafe { ffi::ibv_dereg_mr(self.mr) };
-    }
-}
-
-impl Mr {
-    /// Registers `len` bytes at `addr` with `access`.
-    ///
-    /// # Safety
-    /// The memory must stay allocated while the region exists and while
-    /// any operation on it is in flight; the device may write it at any
-    /// time when `access` allows remote writes or atomics, so nobody may
-    /// hold a Rust reference to it that assumes it unchanged.
-    ///
-    /// # Errors
-    /// `ibv_reg_mr` failing (e.g. the locked-memory limit).
-    pub unsafe fn register(
-        dev: &Arc<Device>,
-        addr: *mut u8,
-        len: usize,
-        access: Access,
-    ) -> Result<Mr> {
-        let flags = i32::try_from(access.flags()).unwrap_or(0);
-        // SAFETY: pd is valid; the caller keeps [addr, addr+len) alive.
-        let mr = unsafe { ffi::ibv_reg_mr(dev.pd, addr.cast(), len, flags) };
-        if mr.is_null() {
-            return Err(os_err("ibv_reg_mr", format!("registering {len} bytes")));
-        }
-        // SAFETY: mr is valid.
-        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-        Ok(Mr {
-            mr,
-            lkey,
-            rkey,
-            addr: addr as u64,
-            len,
-            _dev: dev.clone(),
-        })
     }
 }
 

@@ -6,7 +6,8 @@
 //! | file | what |
 //! |---|---|
 //! | `device.rs` | device, port and GID discovery and choice (`ONESIDED_IB_DEVICE`) |
-//! | `conn.rs` | protection domain, memory regions, RC queue pairs (INIT/RTR/RTS, GRH on RoCE) |
+//! | `conn.rs` | protection domain, RC queue pairs (INIT/RTR/RTS, GRH on RoCE) |
+//! | `mr.rs` | memory regions with only the rights asked for |
 //! | `peers.rs` | connections on first contact, generations, re-connection after errors |
 //! | `handshake.rs` | the UD queue pair and the REQ/REP datagrams the target's progress serves |
 //! | `rma.rs` | RDMA WRITE (inline when small) and READ work requests |
@@ -23,6 +24,7 @@ pub mod conn;
 pub mod cq;
 pub mod device;
 pub mod handshake;
+pub mod mr;
 pub mod msg;
 mod ops;
 mod peers;
