@@ -2,7 +2,9 @@
  * neighbour and gets one from its left (fence epochs), every rank adds to
  * a counter on rank 0 (accumulate, fetch_and_op, lock_all), and ranks take
  * an exclusive lock on rank 0 in turn to append to a log (lock/unlock,
- * compare_and_swap). Every byte is checked; exit status 0 means it all
+ * compare_and_swap), each rank puts to its right neighbour in a
+ * post/start/complete/wait epoch, and broadcast, allreduce and allgather
+ * are checked. Every byte is checked; exit status 0 means it all
  * held. Error paths a C caller meets are checked too (wrong datatype,
  * NULL buffer, out of window, stale handle), each followed by a correct
  * call that must still work.
@@ -173,6 +175,75 @@ int main(void)
         free(seen);
     }
     CHECK(onesided_win_free(log));
+
+    /* 4. post/start/complete/wait: each rank exposes its window to its
+     * left neighbour, which puts its rank there; onesided_win_test
+     * polls until the epoch is done. */
+    onesided_win_t pw = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_INT64, 2, &pw));
+    CHECK(onesided_win_post(pw, &left, 1, 0));
+    CHECK(onesided_win_start(pw, &right, 1, 0));
+    int64_t stamp[2] = {(int64_t)me + 500, -(int64_t)me};
+    CHECK(onesided_put(pw, ONESIDED_INT64, stamp, 2, right, 0));
+    CHECK(onesided_win_complete(pw));
+    int flag = 0;
+    while (!flag)
+        CHECK(onesided_win_test(pw, &flag));
+    int64_t from_left[2] = {0, 0};
+    CHECK(onesided_win_read_local(pw, ONESIDED_INT64, 0, from_left, 2));
+    if (from_left[0] != (int64_t)left + 500 || from_left[1] != -(int64_t)left) {
+        fprintf(stderr, "[%zu] PSCW: got %" PRId64 ",%" PRId64 " from rank %zu\n", me,
+                from_left[0], from_left[1], left);
+        return 1;
+    }
+    EXPECT(onesided_win_post(pw, NULL, 1, 0), ONESIDED_ERR_ARG);
+    EXPECT(onesided_win_complete(pw), ONESIDED_ERR_EPOCH); /* no access epoch */
+    CHECK(onesided_win_post(pw, &left, 1, 0));
+    CHECK(onesided_win_start(pw, &right, 1, 0));
+    CHECK(onesided_win_complete(pw));
+    CHECK(onesided_win_wait(pw));
+    CHECK(onesided_win_free(pw));
+
+    /* 5. collectives: broadcast from the last rank, allreduce, allgather. */
+    double b[3] = {0, 0, 0};
+    if (me == n - 1) {
+        b[0] = 1.5;
+        b[1] = -2.25;
+        b[2] = 1e300;
+    }
+    CHECK(onesided_broadcast(world, n - 1, ONESIDED_DOUBLE, b, 3));
+    if (b[0] != 1.5 || b[1] != -2.25 || b[2] != 1e300) {
+        fprintf(stderr, "[%zu] broadcast: %g %g %g\n", me, b[0], b[1], b[2]);
+        return 1;
+    }
+    int32_t red[2] = {(int32_t)me + 1, -(int32_t)me};
+    CHECK(onesided_allreduce(world, ONESIDED_INT32, ONESIDED_SUM, red, 2));
+    if (red[0] != (int32_t)(n * (n + 1) / 2) || red[1] != -(int32_t)(n * (n - 1) / 2)) {
+        fprintf(stderr, "[%zu] allreduce sum: %d %d\n", me, red[0], red[1]);
+        return 1;
+    }
+    uint16_t mx = (uint16_t)(me * 3);
+    CHECK(onesided_allreduce(world, ONESIDED_UINT16, ONESIDED_MAX, &mx, 1));
+    if (mx != (uint16_t)((n - 1) * 3)) {
+        fprintf(stderr, "[%zu] allreduce max: %u\n", me, mx);
+        return 1;
+    }
+    uint64_t pair[2] = {me, me * me}, *all = calloc(2 * n, sizeof *all);
+    if (!all)
+        return 2;
+    CHECK(onesided_allgather(world, ONESIDED_UINT64, pair, 2, all));
+    for (size_t r = 0; r < n; r++) {
+        if (all[2 * r] != r || all[2 * r + 1] != r * r) {
+            fprintf(stderr, "[%zu] allgather: rank %zu gave %" PRIu64 ",%" PRIu64 "\n", me, r,
+                    all[2 * r], all[2 * r + 1]);
+            return 1;
+        }
+    }
+    free(all);
+    EXPECT(onesided_allreduce(world, 99, ONESIDED_SUM, red, 2), ONESIDED_ERR_ARG);
+    EXPECT(onesided_allreduce(world, ONESIDED_DOUBLE, ONESIDED_BAND, b, 3), ONESIDED_ERR_ARG);
+    CHECK(onesided_barrier(world));
+
     CHECK(onesided_finalize(world));
     EXPECT(onesided_barrier(world), ONESIDED_ERR_HANDLE);
     printf("[%zu] ring of %zu ranks: every check passed\n", me, n);

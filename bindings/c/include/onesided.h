@@ -407,6 +407,84 @@ int onesided_flush_all(onesided_win_t win);
 // visible to each other.
 int onesided_win_sync(onesided_win_t win);
 
+// `MPI_Bcast` (collective): `count` elements of `datatype` in `buf` on
+// rank `root` are copied into `buf` on every rank. Every rank passes the
+// same `root`, datatype and count (a different count is an error on
+// every rank).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_broadcast(onesided_world_t world, size_t root, int datatype, void *buf, size_t count);
+
+// `MPI_Allreduce` in place (collective): `buf` (`count` elements of
+// `datatype`) becomes the element-wise `op` (`ONESIDED_SUM`, `_PROD`,
+// `_MIN`, `_MAX`, and on integers the bitwise and logical operations)
+// over every rank's `buf`, with the same bits on every rank.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_allreduce(onesided_world_t world, int datatype, int op, void *buf, size_t count);
+
+// `MPI_Allgather` (collective): every rank's `count` elements of `send`
+// land in `recv` (`count` × size elements) in rank order. `send` and
+// `recv` may overlap (`send` is copied first).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_allgather(onesided_world_t world,
+                       int datatype,
+                       const void *send,
+                       size_t count,
+                       void *recv);
+
+// `MPI_Win_post`: exposes this rank's window to the `n` ranks at `group`
+// (assert 0 or `ONESIDED_MODE_NOCHECK`, `_NOSTORE`, `_NOPUT`).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_win_post(onesided_win_t win, const size_t *group, size_t n, unsigned int assertions);
+
+// `MPI_Win_start`: opens an access epoch to the `n` ranks at `group`
+// (assert 0 or `ONESIDED_MODE_NOCHECK`); an operation to a target waits
+// for its post.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_win_start(onesided_win_t win, const size_t *group, size_t n, unsigned int assertions);
+
+// `MPI_Win_complete`: every operation of the access epoch is complete at
+// its target, and each target is told.
+int onesided_win_complete(onesided_win_t win);
+
+// `MPI_Win_wait`: returns when every origin of the exposure epoch called
+// `onesided_win_complete` (their operations are in this rank's window).
+int onesided_win_wait(onesided_win_t win);
+
+// `MPI_Win_test`: `*flag` = 1 and the exposure epoch closed if every
+// origin completed, else 0.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_win_test(onesided_win_t win, int *flag);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -1119,5 +1119,245 @@ pub extern "C" fn onesided_win_sync(win: onesided_win_t) -> c_int {
     })
 }
 
+// ---------------------------------------------------------- collectives
+
+/// Runs `$body` with `$t` the Rust type of C datatype code `$dt`.
+macro_rules! by_datatype {
+    ($dt:expr, |$t:ident| $body:expr) => {
+        match $dt {
+            ONESIDED_INT8 => {
+                type $t = i8;
+                $body
+            }
+            ONESIDED_INT16 => {
+                type $t = i16;
+                $body
+            }
+            ONESIDED_INT32 => {
+                type $t = i32;
+                $body
+            }
+            ONESIDED_INT64 => {
+                type $t = i64;
+                $body
+            }
+            ONESIDED_UINT8 => {
+                type $t = u8;
+                $body
+            }
+            ONESIDED_UINT16 => {
+                type $t = u16;
+                $body
+            }
+            ONESIDED_UINT32 => {
+                type $t = u32;
+                $body
+            }
+            ONESIDED_UINT64 => {
+                type $t = u64;
+                $body
+            }
+            ONESIDED_FLOAT => {
+                type $t = f32;
+                $body
+            }
+            ONESIDED_DOUBLE => {
+                type $t = f64;
+                $body
+            }
+            other => Err(arg(format!("unknown datatype {other}"))),
+        }
+    };
+}
+
+/// `MPI_Bcast` (collective): `count` elements of `datatype` in `buf` on
+/// rank `root` are copied into `buf` on every rank. Every rank passes the
+/// same `root`, datatype and count (a different count is an error on
+/// every rank).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_broadcast(
+    world: onesided_world_t,
+    root: usize,
+    datatype: c_int,
+    buf: *mut std::ffi::c_void,
+    count: usize,
+) -> c_int {
+    call("onesided_broadcast", || {
+        with_world(world, |w| {
+            by_datatype!(datatype, |T| {
+                // SAFETY: the caller's buffer holds `count` elements.
+                let data = unsafe { out_slice(buf.cast::<T>(), count, "buf")? };
+                Ok(w.broadcast(root, data)?)
+            })
+        })
+    })
+}
+
+/// `MPI_Allreduce` in place (collective): `buf` (`count` elements of
+/// `datatype`) becomes the element-wise `op` (`ONESIDED_SUM`, `_PROD`,
+/// `_MIN`, `_MAX`, and on integers the bitwise and logical operations)
+/// over every rank's `buf`, with the same bits on every rank.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_allreduce(
+    world: onesided_world_t,
+    datatype: c_int,
+    op: c_int,
+    buf: *mut std::ffi::c_void,
+    count: usize,
+) -> c_int {
+    call("onesided_allreduce", || {
+        let op = any_op(op)?;
+        with_world(world, |w| {
+            by_datatype!(datatype, |T| {
+                // SAFETY: the caller's buffer holds `count` elements.
+                let data = unsafe { out_slice(buf.cast::<T>(), count, "buf")? };
+                Ok(w.allreduce(data, op)?)
+            })
+        })
+    })
+}
+
+/// `MPI_Allgather` (collective): every rank's `count` elements of `send`
+/// land in `recv` (`count` × size elements) in rank order. `send` and
+/// `recv` may overlap (`send` is copied first).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_allgather(
+    world: onesided_world_t,
+    datatype: c_int,
+    send: *const std::ffi::c_void,
+    count: usize,
+    recv: *mut std::ffi::c_void,
+) -> c_int {
+    call("onesided_allgather", || {
+        with_world(world, |w| {
+            by_datatype!(datatype, |T| {
+                // SAFETY: the caller's buffer holds `count` elements; the
+                // borrow ends with the copy, before `recv` is borrowed.
+                let mine = unsafe { in_slice(send.cast::<T>(), count, "send")? }.to_vec();
+                let all = w.allgather(&mine)?;
+                // SAFETY: the caller's buffer holds `count` × size elements.
+                let out = unsafe { out_slice(recv.cast::<T>(), all.len(), "recv")? };
+                out.copy_from_slice(&all);
+                Ok(())
+            })
+        })
+    })
+}
+
+// ---------------------------------------------- post/start/complete/wait
+
+/// `n` ranks at `group` (a copy).
+///
+/// # Safety
+/// As the calls that take a group.
+unsafe fn group_of(group: *const usize, n: usize) -> Result<Vec<usize>, Fail> {
+    // SAFETY: the caller's array holds `n` ranks.
+    Ok(unsafe { in_slice(group, n, "group")? }.to_vec())
+}
+
+/// `MPI_Win_post`: exposes this rank's window to the `n` ranks at `group`
+/// (assert 0 or `ONESIDED_MODE_NOCHECK`, `_NOSTORE`, `_NOPUT`).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_post(
+    win: onesided_win_t,
+    group: *const usize,
+    n: usize,
+    assertions: c_uint,
+) -> c_int {
+    call("onesided_win_post", || {
+        // SAFETY: by the contract above.
+        let g = unsafe { group_of(group, n)? };
+        with_win(win, None, |w| {
+            Ok(typed!(w, |w: T| w.post(&g, assert_bits(assertions)))?)
+        })
+    })
+}
+
+/// `MPI_Win_start`: opens an access epoch to the `n` ranks at `group`
+/// (assert 0 or `ONESIDED_MODE_NOCHECK`); an operation to a target waits
+/// for its post.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_start(
+    win: onesided_win_t,
+    group: *const usize,
+    n: usize,
+    assertions: c_uint,
+) -> c_int {
+    call("onesided_win_start", || {
+        // SAFETY: by the contract above.
+        let g = unsafe { group_of(group, n)? };
+        with_win(win, None, |w| {
+            Ok(typed!(w, |w: T| w.start(&g, assert_bits(assertions)))?)
+        })
+    })
+}
+
+/// `MPI_Win_complete`: every operation of the access epoch is complete at
+/// its target, and each target is told.
+#[no_mangle]
+pub extern "C" fn onesided_win_complete(win: onesided_win_t) -> c_int {
+    call("onesided_win_complete", || {
+        with_win(win, None, |w| Ok(typed!(w, |w: T| w.complete())?))
+    })
+}
+
+/// `MPI_Win_wait`: returns when every origin of the exposure epoch called
+/// `onesided_win_complete` (their operations are in this rank's window).
+#[no_mangle]
+pub extern "C" fn onesided_win_wait(win: onesided_win_t) -> c_int {
+    call("onesided_win_wait", || {
+        with_win(win, None, |w| Ok(typed!(w, |w: T| w.wait())?))
+    })
+}
+
+/// `MPI_Win_test`: `*flag` = 1 and the exposure epoch closed if every
+/// origin completed, else 0.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_test(win: onesided_win_t, flag: *mut c_int) -> c_int {
+    call("onesided_win_test", || {
+        let done = with_win(win, None, |w| Ok(typed!(w, |w: T| w.test())?))?;
+        // SAFETY: checked by `out_slice`; one `int` by the contract.
+        let out = unsafe { out_slice(flag, 1, "flag")? };
+        out[0] = c_int::from(done);
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests;
