@@ -4,7 +4,8 @@
  * an exclusive lock on rank 0 in turn to append to a log (lock/unlock,
  * compare_and_swap), each rank puts to its right neighbour in a
  * post/start/complete/wait epoch, and broadcast, allreduce and allgather
- * are checked. Every byte is checked; exit status 0 means it all
+ * are checked, then a window over the program's own memory and a dynamic
+ * window. Every byte is checked; exit status 0 means it all
  * held. Error paths a C caller meets are checked too (wrong datatype,
  * NULL buffer, out of window, stale handle), each followed by a correct
  * call that must still work.
@@ -243,6 +244,63 @@ int main(void)
     EXPECT(onesided_allreduce(world, 99, ONESIDED_SUM, red, 2), ONESIDED_ERR_ARG);
     EXPECT(onesided_allreduce(world, ONESIDED_DOUBLE, ONESIDED_BAND, b, 3), ONESIDED_ERR_ARG);
     CHECK(onesided_barrier(world));
+
+    /* 6. a window over the program's own memory (MPI_Win_create): puts
+     * from the left neighbour land in `buf`, read directly after the
+     * closing fence. */
+    int64_t *buf = calloc(8, sizeof *buf);
+    if (!buf)
+        return 2;
+    onesided_win_t cw = 0;
+    EXPECT(onesided_win_create(world, ONESIDED_INT64, NULL, 8, &cw), ONESIDED_ERR_ARG);
+    CHECK(onesided_win_create(world, ONESIDED_INT64, buf, 8, &cw));
+    CHECK(onesided_fence(cw, 0));
+    int64_t row[8];
+    for (int i = 0; i < 8; i++)
+        row[i] = (int64_t)me * 100 + i;
+    CHECK(onesided_put(cw, ONESIDED_INT64, row, 8, right, 0));
+    CHECK(onesided_fence(cw, 0));
+    for (int i = 0; i < 8; i++) {
+        if (buf[i] != (int64_t)left * 100 + i) {
+            fprintf(stderr, "[%zu] create: buf[%d] = %" PRId64 "\n", me, i, buf[i]);
+            return 1;
+        }
+    }
+    CHECK(onesided_win_free(cw));
+    free(buf);
+
+    /* 7. a dynamic window: each rank attaches a region, the displacements
+     * are exchanged by allgather, the left neighbour writes into it. */
+    onesided_win_t dw = 0;
+    CHECK(onesided_win_create_dynamic(world, ONESIDED_UINT32, &dw));
+    size_t disp = 0;
+    CHECK(onesided_win_attach(dw, ONESIDED_UINT32, 16, &disp));
+    EXPECT(onesided_win_attach(dw, ONESIDED_INT32, 16, &disp), ONESIDED_ERR_TYPE);
+    uint64_t mydisp = disp, *disps = calloc(n, sizeof *disps);
+    if (!disps)
+        return 2;
+    CHECK(onesided_allgather(world, ONESIDED_UINT64, &mydisp, 1, disps));
+    CHECK(onesided_lock_all(dw, 0));
+    uint32_t words[16];
+    for (int i = 0; i < 16; i++)
+        words[i] = (uint32_t)(me * 16 + i);
+    CHECK(onesided_put(dw, ONESIDED_UINT32, words, 16, right, (size_t)disps[right]));
+    CHECK(onesided_flush(dw, right));
+    CHECK(onesided_unlock_all(dw));
+    CHECK(onesided_barrier(world));
+    uint32_t back[16];
+    CHECK(onesided_win_read_local(dw, ONESIDED_UINT32, disp, back, 16));
+    for (int i = 0; i < 16; i++) {
+        if (back[i] != (uint32_t)(left * 16 + i)) {
+            fprintf(stderr, "[%zu] dynamic: word %d = %u\n", me, i, back[i]);
+            return 1;
+        }
+    }
+    CHECK(onesided_barrier(world));
+    CHECK(onesided_win_detach(dw, disp));
+    EXPECT(onesided_win_detach(dw, disp), ONESIDED_ERR_ARG);
+    CHECK(onesided_win_free(dw));
+    free(disps);
 
     CHECK(onesided_finalize(world));
     EXPECT(onesided_barrier(world), ONESIDED_ERR_HANDLE);

@@ -245,6 +245,52 @@ int onesided_barrier(onesided_world_t world);
 // `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_win_allocate(onesided_world_t world, int datatype, size_t count, onesided_win_t *win);
 
+// Exposes the caller's `count` elements of `datatype` at `base` as this
+// rank's part of a new window (`MPI_Win_create`; collective) and stores
+// its handle in `*win`. The memory stays the caller's.
+//
+// # Safety
+// As every call with pointers, and: `base` is valid for reads and writes
+// of `count` elements of `datatype` from this call until
+// `onesided_win_free` returned `ONESIDED_SUCCESS` for the window — peers
+// and the progress agent write it at any time until then, so it must not
+// be freed, reused or unmapped before. While peers may access it, the
+// program reads or writes it only as MPI allows (outside the epochs that
+// expose it, or with `onesided_win_read_local`/`_write_local`).
+int onesided_win_create(onesided_world_t world,
+                        int datatype,
+                        void *base,
+                        size_t count,
+                        onesided_win_t *win);
+
+// Creates a dynamic window (`MPI_Win_create_dynamic`; collective) of
+// `datatype` with no memory, and stores its handle in `*win`. Memory is
+// added with `onesided_win_attach`; displacements are the values it
+// returns (exchange them, e.g. with `onesided_allgather`).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_win_create_dynamic(onesided_world_t world, int datatype, onesided_win_t *win);
+
+// Attaches `count` zeroed elements, allocated and owned by the library,
+// to dynamic window `win` (`MPI_Win_attach`; local) and stores their
+// displacement in `*disp`: the target displacement peers use, and the
+// `disp` of `onesided_win_read_local`/`_write_local` here.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_win_attach(onesided_win_t win, int datatype, size_t count, size_t *disp);
+
+// Detaches the region attached at `disp` (`MPI_Win_detach`; local) and
+// frees it. Peers' later accesses to it are errors at their side.
+int onesided_win_detach(onesided_win_t win, size_t disp);
+
 // Frees the window (collective). Inside an epoch it returns
 // `ONESIDED_ERR_EPOCH` and the window stays usable; after success the
 // handle is invalid.

@@ -646,6 +646,31 @@ pub extern "C" fn onesided_barrier(world: onesided_world_t) -> c_int {
 
 // -------------------------------------------------------------- windows
 
+/// Makes the `AnyWin` of window datatype code `$dt`: `$body`, with `$t`
+/// the element type, gives the typed window (or a failure).
+macro_rules! by_window_type {
+    ($dt:expr, |$t:ident| $body:expr) => {
+        match $dt {
+            ONESIDED_INT8 => by_window_type!(@ I8, i8, $t, $body),
+            ONESIDED_INT16 => by_window_type!(@ I16, i16, $t, $body),
+            ONESIDED_INT32 => by_window_type!(@ I32, i32, $t, $body),
+            ONESIDED_INT64 => by_window_type!(@ I64, i64, $t, $body),
+            ONESIDED_UINT8 => by_window_type!(@ U8, u8, $t, $body),
+            ONESIDED_UINT16 => by_window_type!(@ U16, u16, $t, $body),
+            ONESIDED_UINT32 => by_window_type!(@ U32, u32, $t, $body),
+            ONESIDED_UINT64 => by_window_type!(@ U64, u64, $t, $body),
+            ONESIDED_FLOAT => by_window_type!(@ F32, f32, $t, $body),
+            ONESIDED_DOUBLE => by_window_type!(@ F64, f64, $t, $body),
+            other => Err(arg(format!("unknown datatype {other}"))),
+        }
+    };
+    (@ $variant:ident, $ty:ty, $t:ident, $body:expr) => {{
+        type $t = $ty;
+        let made: Result<Window<'static, $t>, Fail> = $body;
+        made.map(AnyWin::$variant)
+    }};
+}
+
 /// Allocates a window of `count` zeroed elements of `datatype` on every
 /// rank (collective; ranks may pass different counts) and stores its
 /// handle in `*win`. The library owns the memory; read and write the local
@@ -664,61 +689,167 @@ pub unsafe extern "C" fn onesided_win_allocate(
     win: *mut onesided_win_t,
 ) -> c_int {
     call("onesided_win_allocate", || {
-        if win.is_null() {
-            return Err(arg("win is NULL"));
-        }
-        let e = world_entry(world)?;
-        let g = e.world.read().map_err(|_| poisoned())?;
-        let Some(w) = g.as_deref() else {
-            return Err(Fail(
-                ONESIDED_ERR_HANDLE,
-                format!("world {world:#x} was finalized"),
-            ));
-        };
-        // SAFETY: the `World` is boxed inside `e.world` and is dropped only
-        // by `onesided_finalize`, which refuses while `e.windows > 0`; the
-        // count is raised below before this window exists and lowered only
-        // after `onesided_win_free` dropped it. So the `World` outlives
-        // every window borrowing it, and its address is stable (a `Box`).
-        let w: &'static World = unsafe { &*(w as *const World) };
-        macro_rules! alloc {
-            ($v:ident, $t:ty) => {
-                AnyWin::$v(Window::<$t>::allocate(w, count)?)
-            };
-        }
-        e.windows.fetch_add(1, Ordering::SeqCst);
-        let made = (|| -> Result<AnyWin, Fail> {
-            Ok(match datatype {
-                ONESIDED_INT8 => alloc!(I8, i8),
-                ONESIDED_INT16 => alloc!(I16, i16),
-                ONESIDED_INT32 => alloc!(I32, i32),
-                ONESIDED_INT64 => alloc!(I64, i64),
-                ONESIDED_UINT8 => alloc!(U8, u8),
-                ONESIDED_UINT16 => alloc!(U16, u16),
-                ONESIDED_UINT32 => alloc!(U32, u32),
-                ONESIDED_UINT64 => alloc!(U64, u64),
-                ONESIDED_FLOAT => alloc!(F32, f32),
-                ONESIDED_DOUBLE => alloc!(F64, f64),
-                _ => return Err(arg(format!("unknown datatype {datatype}"))),
+        // SAFETY: `win` by the contract above.
+        unsafe {
+            new_window(world, datatype, win, |w| {
+                by_window_type!(datatype, |T| Ok(Window::<T>::allocate(w, count)?))
             })
-        })();
-        let made = match made {
-            Ok(m) => m,
-            Err(f) => {
-                e.windows.fetch_sub(1, Ordering::SeqCst);
-                return Err(f);
-            }
+        }
+    })
+}
+
+/// Exposes the caller's `count` elements of `datatype` at `base` as this
+/// rank's part of a new window (`MPI_Win_create`; collective) and stores
+/// its handle in `*win`. The memory stays the caller's.
+///
+/// # Safety
+/// As every call with pointers, and: `base` is valid for reads and writes
+/// of `count` elements of `datatype` from this call until
+/// `onesided_win_free` returned `ONESIDED_SUCCESS` for the window — peers
+/// and the progress agent write it at any time until then, so it must not
+/// be freed, reused or unmapped before. While peers may access it, the
+/// program reads or writes it only as MPI allows (outside the epochs that
+/// expose it, or with `onesided_win_read_local`/`_write_local`).
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_create(
+    world: onesided_world_t,
+    datatype: c_int,
+    base: *mut std::ffi::c_void,
+    count: usize,
+    win: *mut onesided_win_t,
+) -> c_int {
+    call("onesided_win_create", || {
+        let make = |w: &'static World| {
+            by_window_type!(datatype, |T| {
+                // SAFETY: `base` holds `count` elements until the window is
+                // freed (this function's contract), checked for NULL,
+                // alignment and overflow by `out_slice`.
+                let mem: &'static mut [T] = unsafe { out_slice(base.cast::<T>(), count, "base")? };
+                // SAFETY: the window is freed or dropped (by
+                // `onesided_win_free`) before the caller may reuse the
+                // memory, and a window in the handle table is never leaked
+                // with the memory given back: the contract above.
+                Ok(unsafe {
+                    Window::<T>::create_borrowed(w, mem, &onesided::WindowInfo::default())?
+                })
+            })
         };
-        drop(g);
-        let h = WINDOWS.insert(WinEntry {
-            win: RwLock::new(Some(made)),
-            datatype,
-            world: e.clone(),
-        });
-        // SAFETY: non-NULL, valid for one handle by the contract.
-        unsafe { win.write(h) };
+        // SAFETY: `win` by the contract above.
+        unsafe { new_window(world, datatype, win, make) }
+    })
+}
+
+/// Creates a dynamic window (`MPI_Win_create_dynamic`; collective) of
+/// `datatype` with no memory, and stores its handle in `*win`. Memory is
+/// added with `onesided_win_attach`; displacements are the values it
+/// returns (exchange them, e.g. with `onesided_allgather`).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_create_dynamic(
+    world: onesided_world_t,
+    datatype: c_int,
+    win: *mut onesided_win_t,
+) -> c_int {
+    call("onesided_win_create_dynamic", || {
+        // SAFETY: `win` by the contract above.
+        unsafe {
+            new_window(world, datatype, win, |w| {
+                by_window_type!(datatype, |T| Ok(Window::<T>::create_dynamic(w)?))
+            })
+        }
+    })
+}
+
+/// Attaches `count` zeroed elements, allocated and owned by the library,
+/// to dynamic window `win` (`MPI_Win_attach`; local) and stores their
+/// displacement in `*disp`: the target displacement peers use, and the
+/// `disp` of `onesided_win_read_local`/`_write_local` here.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_attach(
+    win: onesided_win_t,
+    datatype: c_int,
+    count: usize,
+    disp: *mut usize,
+) -> c_int {
+    call("onesided_win_attach", || {
+        let d = with_win(win, Some(datatype), |w| {
+            Ok(typed!(w, |w: T| w.attach(vec![0 as T; count]))?)
+        })?;
+        // SAFETY: checked by `out_slice`; one `size_t` by the contract.
+        let out = unsafe { out_slice(disp, 1, "disp")? };
+        out[0] = d;
         Ok(())
     })
+}
+
+/// Detaches the region attached at `disp` (`MPI_Win_detach`; local) and
+/// frees it. Peers' later accesses to it are errors at their side.
+#[no_mangle]
+pub extern "C" fn onesided_win_detach(win: onesided_win_t, disp: usize) -> c_int {
+    call("onesided_win_detach", || {
+        with_win(win, None, |w| {
+            typed!(w, |w: T| w.detach(disp).map(drop))?;
+            Ok(())
+        })
+    })
+}
+
+/// Makes a window with `make` over the live world of handle `world`,
+/// counted in the world's windows, and stores its handle in `*win`.
+///
+/// # Safety
+/// `win` is NULL or valid for writing one handle.
+unsafe fn new_window(
+    world: onesided_world_t,
+    datatype: c_int,
+    win: *mut onesided_win_t,
+    make: impl FnOnce(&'static World) -> Result<AnyWin, Fail>,
+) -> Result<(), Fail> {
+    if win.is_null() {
+        return Err(arg("win is NULL"));
+    }
+    let e = world_entry(world)?;
+    let g = e.world.read().map_err(|_| poisoned())?;
+    let Some(w) = g.as_deref() else {
+        return Err(Fail(
+            ONESIDED_ERR_HANDLE,
+            format!("world {world:#x} was finalized"),
+        ));
+    };
+    // SAFETY: the `World` is boxed inside `e.world` and is dropped only
+    // by `onesided_finalize`, which refuses while `e.windows > 0`; the
+    // count is raised below before this window exists and lowered only
+    // after `onesided_win_free` dropped it. So the `World` outlives
+    // every window borrowing it, and its address is stable (a `Box`).
+    let w: &'static World = unsafe { &*(w as *const World) };
+    e.windows.fetch_add(1, Ordering::SeqCst);
+    let made = match make(w) {
+        Ok(m) => m,
+        Err(f) => {
+            e.windows.fetch_sub(1, Ordering::SeqCst);
+            return Err(f);
+        }
+    };
+    drop(g);
+    let h = WINDOWS.insert(WinEntry {
+        win: RwLock::new(Some(made)),
+        datatype,
+        world: e.clone(),
+    });
+    // SAFETY: non-NULL, valid for one handle by the contract.
+    unsafe { win.write(h) };
+    Ok(())
 }
 
 /// Frees the window (collective). Inside an epoch it returns
