@@ -5,7 +5,8 @@
  * compare_and_swap), each rank puts to its right neighbour in a
  * post/start/complete/wait epoch, and broadcast, allreduce and allgather
  * are checked, then a window over the program's own memory and a dynamic
- * window. Every byte is checked; exit status 0 means it all
+ * window, and request-based rput/rget/raccumulate. Every byte is
+ * checked; exit status 0 means it all
  * held. Error paths a C caller meets are checked too (wrong datatype,
  * NULL buffer, out of window, stale handle), each followed by a correct
  * call that must still work.
@@ -301,6 +302,51 @@ int main(void)
     EXPECT(onesided_win_detach(dw, disp), ONESIDED_ERR_ARG);
     CHECK(onesided_win_free(dw));
     free(disps);
+
+    /* 8. request-based calls: rput to the right neighbour (the window
+     * cannot be freed before it is waited for), rget from the left one
+     * polled with onesided_test, raccumulate to a counter on rank 0. */
+    onesided_win_t rw = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_UINT64, N + 1, &rw));
+    CHECK(onesided_fence(rw, 0));
+    for (size_t i = 0; i < N; i++)
+        mine[i] = value(me, i) ^ 0x5555;
+    onesided_request_t rq = 0;
+    CHECK(onesided_rput(rw, ONESIDED_UINT64, mine, N, right, 0, &rq));
+    memset(mine, 0, N * sizeof *mine); /* the origin may be reused at once */
+    EXPECT(onesided_win_free(rw), ONESIDED_ERR_BUSY);
+    CHECK(onesided_wait(rq));
+    EXPECT(onesided_wait(rq), ONESIDED_ERR_HANDLE);
+    uint64_t inc = 1;
+    CHECK(onesided_raccumulate(rw, ONESIDED_UINT64, &inc, 1, 0, N, ONESIDED_SUM, &rq));
+    CHECK(onesided_wait(rq));
+    CHECK(onesided_fence(rw, 0));
+    memset(got, 0, N * sizeof *got);
+    CHECK(onesided_rget(rw, ONESIDED_UINT64, got, N, left, 0, &rq));
+    int done = 0;
+    while (!done)
+        CHECK(onesided_test(rq, &done));
+    /* rank `left` holds what its own left neighbour put */
+    size_t leftleft = (left + n - 1) % n;
+    for (size_t i = 0; i < N; i++) {
+        if (got[i] != (value(leftleft, i) ^ 0x5555)) {
+            fprintf(stderr, "[%zu] rget: element %zu is %" PRIu64 "\n", me, i, got[i]);
+            return 1;
+        }
+    }
+    EXPECT(onesided_rget(rw, ONESIDED_UINT64, NULL, N, left, 0, &rq), ONESIDED_ERR_ARG);
+    EXPECT(onesided_rput(rw, ONESIDED_UINT64, mine, N + 2, right, 0, &rq),
+           ONESIDED_ERR_OUT_OF_WINDOW);
+    CHECK(onesided_fence(rw, 0));
+    if (me == 0) {
+        uint64_t count = 0;
+        CHECK(onesided_win_read_local(rw, ONESIDED_UINT64, N, &count, 1));
+        if (count != n) {
+            fprintf(stderr, "[0] raccumulate counter is %" PRIu64 ", want %zu\n", count, n);
+            return 1;
+        }
+    }
+    CHECK(onesided_win_free(rw));
 
     CHECK(onesided_finalize(world));
     EXPECT(onesided_barrier(world), ONESIDED_ERR_HANDLE);

@@ -168,6 +168,11 @@ typedef uint64_t onesided_world_t;
 // A window: from [`onesided_win_allocate`] until [`onesided_win_free`].
 typedef uint64_t onesided_win_t;
 
+// A request-based operation: from [`onesided_rput`], [`onesided_rget`] or
+// [`onesided_raccumulate`] until [`onesided_wait`] (or
+// [`onesided_test`] reporting completion).
+typedef uint64_t onesided_request_t;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -530,6 +535,77 @@ int onesided_win_wait(onesided_win_t win);
 // the duration of the call. (Overlapping origin and result buffers of
 // `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_win_test(onesided_win_t win, int *flag);
+
+// `MPI_Rput`: starts a put of `count` elements from `origin` to `rank`'s
+// window at `disp` and stores the request in `*req`. `origin` is copied:
+// it may be reused at once. Complete the request with `onesided_wait` or
+// `onesided_test` (local completion); the data is at the target after a
+// flush or the end of the epoch. The window cannot be freed while a
+// request of it is not yet waited for (`ONESIDED_ERR_BUSY`).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_rput(onesided_win_t win,
+                  int datatype,
+                  const void *origin,
+                  size_t count,
+                  size_t rank,
+                  size_t disp,
+                  onesided_request_t *req);
+
+// `MPI_Raccumulate`: starts an accumulate of `count` elements from
+// `origin` (copied) with `op` into `rank`'s window at `disp`; as
+// `onesided_rput` otherwise.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_raccumulate(onesided_win_t win,
+                         int datatype,
+                         const void *origin,
+                         size_t count,
+                         size_t rank,
+                         size_t disp,
+                         int op,
+                         onesided_request_t *req);
+
+// `MPI_Rget`: starts a read of `count` elements of `rank`'s window at
+// `disp` into `origin` and stores the request in `*req`. The elements are
+// in `origin` when `onesided_wait` returns or `onesided_test` reports
+// completion.
+//
+// # Safety
+// As every call with pointers, and: `origin` stays valid for writes of
+// `count` elements, and is neither read nor written by the program,
+// until the request is waited for (`onesided_wait`, or `onesided_test`
+// setting its flag).
+int onesided_rget(onesided_win_t win,
+                  int datatype,
+                  void *origin,
+                  size_t count,
+                  size_t rank,
+                  size_t disp,
+                  onesided_request_t *req);
+
+// `MPI_Wait`: waits until request `req` completed (an `rget`'s elements
+// are then in its buffer) and releases the handle, also when the
+// operation failed (its error is returned).
+int onesided_wait(onesided_request_t req);
+
+// `MPI_Test`: `*flag` = 1 if request `req` completed — it is then
+// finished as by `onesided_wait` and the handle released — else 0.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_test(onesided_request_t req, int *flag);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -48,6 +48,10 @@ use handles::Table;
 pub type onesided_world_t = u64;
 /// A window: from [`onesided_win_allocate`] until [`onesided_win_free`].
 pub type onesided_win_t = u64;
+/// A request-based operation: from [`onesided_rput`], [`onesided_rget`] or
+/// [`onesided_raccumulate`] until [`onesided_wait`] (or
+/// [`onesided_test`] reporting completion).
+pub type onesided_request_t = u64;
 
 // ---------------------------------------------------------------- codes
 
@@ -356,6 +360,9 @@ struct WinEntry {
     win: RwLock<Option<AnyWin>>,
     datatype: c_int,
     world: Arc<WorldEntry>,
+    /// Requests of this window not yet waited for: the window is not freed
+    /// while any exists (they were started on it; see `onesided_rput`).
+    requests: AtomicUsize,
 }
 
 static WORLDS: Table<WorldEntry> = Table::new();
@@ -846,6 +853,7 @@ unsafe fn new_window(
         win: RwLock::new(Some(made)),
         datatype,
         world: e.clone(),
+        requests: AtomicUsize::new(0),
     });
     // SAFETY: non-NULL, valid for one handle by the contract.
     unsafe { win.write(h) };
@@ -866,6 +874,18 @@ pub extern "C" fn onesided_win_free(win: onesided_win_t) -> c_int {
                 format!("window {win:#x} was freed"),
             ));
         };
+        // Checked under the write lock: requests are started under the
+        // read lock, so none can start while this runs.
+        let pending = e.requests.load(Ordering::SeqCst);
+        if pending > 0 {
+            return Err(Fail(
+                ONESIDED_ERR_BUSY,
+                format!(
+                    "window {win:#x} has {pending} request(s) not yet waited for \
+                     (onesided_wait or onesided_test them first)"
+                ),
+            ));
+        }
         typed!(w, |w: T| w.free())?;
         // Dropped here, before the world's count goes down.
         *g = None;
@@ -1486,6 +1506,293 @@ pub unsafe extern "C" fn onesided_win_test(win: onesided_win_t, flag: *mut c_int
         // SAFETY: checked by `out_slice`; one `int` by the contract.
         let out = unsafe { out_slice(flag, 1, "flag")? };
         out[0] = c_int::from(done);
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------- requests
+
+/// A started request-based operation, type-erased.
+trait CRequest: Send {
+    /// Whether it completed (drives progress once).
+    fn test(&self) -> Result<bool, Error>;
+    /// Waits for it and delivers its result (an `rget` copies into the
+    /// caller's buffer).
+    fn finish(self: Box<Self>) -> Result<(), Error>;
+}
+
+/// An `rput` or `raccumulate`: the library owns a copy of the origin.
+struct Sent<T: Send + 'static>(onesided::Request<'static, Vec<T>>);
+
+impl<T: Send + 'static> CRequest for Sent<T> {
+    fn test(&self) -> Result<bool, Error> {
+        self.0.test()
+    }
+    fn finish(self: Box<Self>) -> Result<(), Error> {
+        self.0.wait().map(drop)
+    }
+}
+
+/// The caller's `rget` buffer, written when the request is finished.
+struct OutPtr<T>(*mut T);
+
+// SAFETY: the pointer is only written by `Fetched::finish`, on whichever
+// thread waits for the request; the caller keeps the buffer valid and
+// untouched until then (the contract of `onesided_rget`).
+unsafe impl<T: Send> Send for OutPtr<T> {}
+
+/// An `rget`: the library reads into its own buffer, copied out at the end.
+struct Fetched<T: Send + 'static> {
+    req: onesided::Request<'static, Vec<T>>,
+    out: OutPtr<T>,
+}
+
+impl<T: Copy + Send + 'static> CRequest for Fetched<T> {
+    fn test(&self) -> Result<bool, Error> {
+        self.req.test()
+    }
+    fn finish(self: Box<Self>) -> Result<(), Error> {
+        let out = self.out;
+        let v = self.req.wait()?;
+        // SAFETY: `out` is valid for `v.len()` elements (the count of the
+        // `onesided_rget` call; checked for NULL, alignment and overflow
+        // there) until this request is finished, and the library's buffer
+        // `v` does not overlap it.
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), out.0, v.len()) };
+        Ok(())
+    }
+}
+
+/// A request entry: the operation (`None` once finished) and its window,
+/// whose count of requests it holds.
+struct ReqEntry {
+    req: std::sync::Mutex<Option<Box<dyn CRequest>>>,
+    win: Arc<WinEntry>,
+}
+
+static REQUESTS: Table<ReqEntry> = Table::new();
+
+/// Starts a request with `start` on the live window of handle `win` and
+/// stores its handle in `*req`.
+///
+/// # Safety
+/// `req` is NULL or valid for writing one handle.
+unsafe fn new_request(
+    win: onesided_win_t,
+    datatype: c_int,
+    req: *mut onesided_request_t,
+    start: impl FnOnce(&AnyWin) -> Result<Box<dyn CRequest>, Fail>,
+) -> Result<(), Fail> {
+    if req.is_null() {
+        return Err(arg("req is NULL"));
+    }
+    let e = win_entry(win)?;
+    let started = with_win(win, Some(datatype), |w| {
+        // Counted under the window's read lock (held by `with_win`), so
+        // `onesided_win_free` (write lock) sees it.
+        e.requests.fetch_add(1, Ordering::SeqCst);
+        let r = start(w);
+        if r.is_err() {
+            e.requests.fetch_sub(1, Ordering::SeqCst);
+        }
+        r
+    })?;
+    let h = REQUESTS.insert(ReqEntry {
+        req: std::sync::Mutex::new(Some(started)),
+        win: e,
+    });
+    // SAFETY: non-NULL, valid for one handle by the contract.
+    unsafe { req.write(h) };
+    Ok(())
+}
+
+/// The window of `w` for as long as requests of it exist: `'static`.
+///
+/// # Safety
+/// The caller holds the window's read lock and has counted a request on
+/// its entry: the window stays where it is (inside its entry's `Arc`) and
+/// is not dropped until that count is back to zero, which
+/// `onesided_win_free` checks under the write lock. The requests made with
+/// it borrow only the window's `World`, which outlives the window.
+unsafe fn forever<T: onesided::Element>(w: &Window<'static, T>) -> &'static Window<'static, T> {
+    // SAFETY: this function's contract.
+    unsafe { &*(w as *const Window<'static, T>) }
+}
+
+/// `MPI_Rput`: starts a put of `count` elements from `origin` to `rank`'s
+/// window at `disp` and stores the request in `*req`. `origin` is copied:
+/// it may be reused at once. Complete the request with `onesided_wait` or
+/// `onesided_test` (local completion); the data is at the target after a
+/// flush or the end of the epoch. The window cannot be freed while a
+/// request of it is not yet waited for (`ONESIDED_ERR_BUSY`).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_rput(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    count: usize,
+    rank: usize,
+    disp: usize,
+    req: *mut onesided_request_t,
+) -> c_int {
+    call("onesided_rput", || {
+        let start = |w: &AnyWin| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's buffer holds `count` elements.
+                let data = unsafe { in_slice(origin.cast::<T>(), count, "origin")? }.to_vec();
+                // SAFETY: `new_request` holds the read lock and counted this
+                // request (`forever`'s contract).
+                let w = unsafe { forever(w) };
+                let r: Box<dyn CRequest> = Box::new(Sent(w.rput(rank, disp, data)?));
+                Ok(r)
+            })
+        };
+        // SAFETY: `req` by the contract above.
+        unsafe { new_request(win, datatype, req, start) }
+    })
+}
+
+/// `MPI_Raccumulate`: starts an accumulate of `count` elements from
+/// `origin` (copied) with `op` into `rank`'s window at `disp`; as
+/// `onesided_rput` otherwise.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_raccumulate(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    count: usize,
+    rank: usize,
+    disp: usize,
+    op: c_int,
+    req: *mut onesided_request_t,
+) -> c_int {
+    call("onesided_raccumulate", || {
+        let op = any_op(op)?;
+        let start = |w: &AnyWin| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's buffer holds `count` elements.
+                let data = unsafe { in_slice(origin.cast::<T>(), count, "origin")? }.to_vec();
+                // SAFETY: as in `onesided_rput`.
+                let w = unsafe { forever(w) };
+                let r: Box<dyn CRequest> = Box::new(Sent(w.raccumulate(rank, disp, data, op)?));
+                Ok(r)
+            })
+        };
+        // SAFETY: `req` by the contract above.
+        unsafe { new_request(win, datatype, req, start) }
+    })
+}
+
+/// `MPI_Rget`: starts a read of `count` elements of `rank`'s window at
+/// `disp` into `origin` and stores the request in `*req`. The elements are
+/// in `origin` when `onesided_wait` returns or `onesided_test` reports
+/// completion.
+///
+/// # Safety
+/// As every call with pointers, and: `origin` stays valid for writes of
+/// `count` elements, and is neither read nor written by the program,
+/// until the request is waited for (`onesided_wait`, or `onesided_test`
+/// setting its flag).
+#[no_mangle]
+pub unsafe extern "C" fn onesided_rget(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *mut std::ffi::c_void,
+    count: usize,
+    rank: usize,
+    disp: usize,
+    req: *mut onesided_request_t,
+) -> c_int {
+    call("onesided_rget", || {
+        let start = |w: &AnyWin| {
+            typed!(w, |w: T| {
+                let out = origin.cast::<T>();
+                check_ptr(
+                    out as usize,
+                    count,
+                    std::mem::size_of::<T>(),
+                    std::mem::align_of::<T>(),
+                    "origin",
+                )?;
+                // SAFETY: as in `onesided_rput`.
+                let w = unsafe { forever(w) };
+                let r = w.rget(rank, disp, vec![0 as T; count])?;
+                let r: Box<dyn CRequest> = Box::new(Fetched {
+                    req: r,
+                    out: OutPtr(out),
+                });
+                Ok(r)
+            })
+        };
+        // SAFETY: `req` by the contract above.
+        unsafe { new_request(win, datatype, req, start) }
+    })
+}
+
+/// Finishes request `h`: waits for it (`wait`) or only if it is done, and
+/// releases its handle once finished. `Ok(true)` when finished.
+fn finish_request(h: onesided_request_t, wait: bool) -> Result<bool, Fail> {
+    let e = REQUESTS.get(h).ok_or_else(|| {
+        Fail(
+            ONESIDED_ERR_HANDLE,
+            format!("request handle {h:#x} is not valid"),
+        )
+    })?;
+    let mut g = e.req.lock().map_err(|_| poisoned())?;
+    let Some(r) = g.as_ref() else {
+        return Err(Fail(
+            ONESIDED_ERR_HANDLE,
+            format!("request {h:#x} was completed"),
+        ));
+    };
+    if !wait && !r.test()? {
+        return Ok(false);
+    }
+    let r = g.take().ok_or_else(poisoned)?;
+    drop(g);
+    REQUESTS.remove(h);
+    e.win.requests.fetch_sub(1, Ordering::SeqCst);
+    r.finish()?;
+    Ok(true)
+}
+
+/// `MPI_Wait`: waits until request `req` completed (an `rget`'s elements
+/// are then in its buffer) and releases the handle, also when the
+/// operation failed (its error is returned).
+#[no_mangle]
+pub extern "C" fn onesided_wait(req: onesided_request_t) -> c_int {
+    call("onesided_wait", || finish_request(req, true).map(drop))
+}
+
+/// `MPI_Test`: `*flag` = 1 if request `req` completed — it is then
+/// finished as by `onesided_wait` and the handle released — else 0.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_test(req: onesided_request_t, flag: *mut c_int) -> c_int {
+    call("onesided_test", || {
+        // SAFETY: checked by `out_slice`; one `int` by the contract.
+        let out = unsafe { out_slice(flag, 1, "flag")? };
+        out[0] = 0;
+        if finish_request(req, false)? {
+            out[0] = 1;
+        }
         Ok(())
     })
 }
