@@ -5,7 +5,8 @@
  * compare_and_swap), each rank puts to its right neighbour in a
  * post/start/complete/wait epoch, and broadcast, allreduce and allgather
  * are checked, then a window over the program's own memory and a dynamic
- * window, and request-based rput/rget/raccumulate. Every byte is
+ * window, request-based rput/rget/raccumulate and a node-shared window
+ * read through its pointers. Every byte is
  * checked; exit status 0 means it all
  * held. Error paths a C caller meets are checked too (wrong datatype,
  * NULL buffer, out of window, stale handle), each followed by a correct
@@ -347,6 +348,38 @@ int main(void)
         }
     }
     CHECK(onesided_win_free(rw));
+
+    /* 9. a node-shared window: each rank stores into its own segment,
+     * then after a fence reads its right neighbour's segment through the
+     * pointer onesided_win_shared_query gives (contiguous in rank order). */
+    onesided_win_t sw = 0;
+    CHECK(onesided_win_allocate_shared(world, ONESIDED_INT64, 4, &sw));
+    size_t scount = 0, rcount = 0;
+    void *sbase = NULL, *rbase = NULL;
+    CHECK(onesided_win_shared_query(sw, me, &scount, &sbase));
+    CHECK(onesided_win_shared_query(sw, right, &rcount, &rbase));
+    if (scount != 4 || rcount != 4 || !sbase || !rbase) {
+        fprintf(stderr, "[%zu] shared_query: %zu/%zu elements\n", me, scount, rcount);
+        return 1;
+    }
+    if (right == me + 1 && (int64_t *)rbase != (int64_t *)sbase + 4) {
+        fprintf(stderr, "[%zu] shared segments are not contiguous\n", me);
+        return 1;
+    }
+    CHECK(onesided_fence(sw, 0));
+    for (int i = 0; i < 4; i++)
+        ((int64_t *)sbase)[i] = (int64_t)me * 10 + i;
+    CHECK(onesided_fence(sw, 0));
+    for (int i = 0; i < 4; i++) {
+        if (((int64_t *)rbase)[i] != (int64_t)right * 10 + i) {
+            fprintf(stderr, "[%zu] shared: rank %zu's element %d is %" PRId64 "\n", me, right,
+                    i, ((int64_t *)rbase)[i]);
+            return 1;
+        }
+    }
+    EXPECT(onesided_win_shared_query(sw, n, &rcount, &rbase), ONESIDED_ERR_ARG);
+    CHECK(onesided_fence(sw, 0));
+    CHECK(onesided_win_free(sw));
 
     CHECK(onesided_finalize(world));
     EXPECT(onesided_barrier(world), ONESIDED_ERR_HANDLE);

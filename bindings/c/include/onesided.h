@@ -268,6 +268,34 @@ int onesided_win_create(onesided_world_t world,
                         size_t count,
                         onesided_win_t *win);
 
+// Allocates a node-shared window (`MPI_Win_allocate_shared`; collective;
+// every rank of the job on this node): `count` zeroed elements per rank,
+// contiguous across ranks in rank order, and stores its handle in
+// `*win`. `onesided_win_shared_query` gives direct pointers.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_win_allocate_shared(onesided_world_t world,
+                                 int datatype,
+                                 size_t count,
+                                 onesided_win_t *win);
+
+// `MPI_Win_shared_query`: `rank`'s segment of a node-shared window in
+// this process — `*count` elements at `*base`. The pointer stays valid
+// until `onesided_win_free`; other ranks read and write that memory, so
+// load and store it as MPI's unified model allows (after a fence,
+// `onesided_win_sync` or inside a lock, or with C11 atomics).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_win_shared_query(onesided_win_t win, size_t rank, size_t *count, void **base);
+
 // Creates a dynamic window (`MPI_Win_create_dynamic`; collective) of
 // `datatype` with no memory, and stores its handle in `*win`. Memory is
 // added with `onesided_win_attach`; displacements are the values it

@@ -746,6 +746,68 @@ pub unsafe extern "C" fn onesided_win_create(
     })
 }
 
+/// Allocates a node-shared window (`MPI_Win_allocate_shared`; collective;
+/// every rank of the job on this node): `count` zeroed elements per rank,
+/// contiguous across ranks in rank order, and stores its handle in
+/// `*win`. `onesided_win_shared_query` gives direct pointers.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_allocate_shared(
+    world: onesided_world_t,
+    datatype: c_int,
+    count: usize,
+    win: *mut onesided_win_t,
+) -> c_int {
+    call("onesided_win_allocate_shared", || {
+        // SAFETY: `win` by the contract above.
+        unsafe {
+            new_window(world, datatype, win, |w| {
+                by_window_type!(datatype, |T| Ok(Window::<T>::allocate_shared(w, count)?))
+            })
+        }
+    })
+}
+
+/// `MPI_Win_shared_query`: `rank`'s segment of a node-shared window in
+/// this process — `*count` elements at `*base`. The pointer stays valid
+/// until `onesided_win_free`; other ranks read and write that memory, so
+/// load and store it as MPI's unified model allows (after a fence,
+/// `onesided_win_sync` or inside a lock, or with C11 atomics).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_shared_query(
+    win: onesided_win_t,
+    rank: usize,
+    count: *mut usize,
+    base: *mut *mut std::ffi::c_void,
+) -> c_int {
+    call("onesided_win_shared_query", || {
+        let (n, p) = with_win(win, None, |w| {
+            typed!(w, |w: T| {
+                let seg = w.shared_query(rank)?;
+                Ok((seg.len(), seg.as_ptr().cast::<std::ffi::c_void>()))
+            })
+        })?;
+        // SAFETY: checked by `out_slice`; one element each by the contract.
+        let c = unsafe { out_slice(count, 1, "count")? };
+        // SAFETY: as above.
+        let b = unsafe { out_slice(base, 1, "base")? };
+        c[0] = n;
+        b[0] = p;
+        Ok(())
+    })
+}
+
 /// Creates a dynamic window (`MPI_Win_create_dynamic`; collective) of
 /// `datatype` with no memory, and stores its handle in `*win`. Memory is
 /// added with `onesided_win_attach`; displacements are the values it
