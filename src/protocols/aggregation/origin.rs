@@ -22,7 +22,7 @@
 //! messages, the process's pools, the window's id and ordering), not on
 //! the public `Window`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -60,10 +60,18 @@ pub struct Origin<'c> {
 /// `acks` (or its send failed). So a completion point that finds the table
 /// empty, then `shipping` at zero, then waits for `acks`, covers every
 /// operation queued before it — also those another thread is still sending.
+///
+/// `queued` is set (with the table's mutex held) whenever an operation is
+/// put into the table, and cleared only by a completion point right before
+/// it drains the table; an operation queued after the clearing sets it
+/// again. So a completion point that finds it clear has nothing to drain
+/// and skips the table (and its mutex): the common case of a flush on a
+/// window whose operations all took another path.
 pub struct Aggregation {
     table: Mutex<OpTable>,
     acks: Arc<Completion>,
     shipping: AtomicUsize,
+    queued: AtomicBool,
     max_op: usize,
 }
 
@@ -76,6 +84,7 @@ impl Aggregation {
             table: Mutex::new(OpTable::new(id, shared.clone())),
             acks: Arc::new(Completion::new()),
             shipping: AtomicUsize::new(0),
+            queued: AtomicBool::new(false),
             max_op: c.max_op,
         })
     }
@@ -169,8 +178,12 @@ impl Aggregation {
             let q = {
                 let mut table = self.table(o)?;
                 let q = table.queue(rank, e);
-                if matches!(q, Queued::Ship(_)) {
-                    self.shipping.fetch_add(1, Ordering::AcqRel);
+                match q {
+                    Queued::Ship(_) => {
+                        self.shipping.fetch_add(1, Ordering::AcqRel);
+                    }
+                    Queued::Done => self.queued.store(true, Ordering::Release),
+                    Queued::Retry => {}
                 }
                 q
             };
@@ -259,9 +272,12 @@ impl Aggregation {
 
     fn wait_acks(&self, o: &Origin<'_>) -> Result<()> {
         let id = o.window;
-        o.transport.wait(&self.acks, &|| {
-            format!("acknowledgements of batches of window {id}")
-        })
+        let what = || format!("acknowledgements of batches of window {id}");
+        if self.acks.pending() == 0 {
+            // Nothing in flight: only a refused batch to report.
+            return self.acks.check(what);
+        }
+        o.transport.wait(&self.acks, &what)
     }
 
     /// Before an operation to `rank` outside the table: ships `rank`'s
@@ -291,12 +307,21 @@ impl Aggregation {
     /// wait that ran out of time.
     pub fn complete_batches(&self, o: &Origin<'_>) -> Result<()> {
         let mut first = None;
-        while let Some(t) = self.take_target(o, None)? {
-            if let Err(e) = self.ship(o, t) {
-                first.get_or_insert(e);
+        // See [`Aggregation`]: clear before draining, so that anything
+        // queued from here on sets it again.
+        if self.queued.swap(false, Ordering::AcqRel) {
+            while let Some(t) = self.take_target(o, None)? {
+                if let Err(e) = self.ship(o, t) {
+                    first.get_or_insert(e);
+                }
             }
         }
-        let waited = self.wait_shipping(o).and_then(|()| self.wait_acks(o));
+        let waited = if self.shipping.load(Ordering::Acquire) == 0 {
+            Ok(())
+        } else {
+            self.wait_shipping(o)
+        }
+        .and_then(|()| self.wait_acks(o));
         first.map_or(waited, Err)
     }
 }
