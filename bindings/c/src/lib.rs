@@ -1825,8 +1825,12 @@ fn finish_request(h: onesided_request_t, wait: bool) -> Result<bool, Fail> {
     let r = g.take().ok_or_else(poisoned)?;
     drop(g);
     REQUESTS.remove(h);
+    // Finished before the window's count goes down: until then the window
+    // (and so its world, whose transport the request waits on) cannot be
+    // freed by another thread.
+    let finished = r.finish();
     e.win.requests.fetch_sub(1, Ordering::SeqCst);
-    r.finish()?;
+    finished?;
     Ok(true)
 }
 
