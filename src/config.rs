@@ -165,6 +165,10 @@ pub struct Config {
     pub rkey_cache: usize,
     /// Directory slots (windows alive at once).
     pub max_windows: usize,
+    /// Group slots (groups alive at once in one process).
+    pub max_groups: usize,
+    /// Directory slots of each group (its windows alive at once).
+    pub group_windows: usize,
     /// Entries of a dynamic window's attachment table.
     pub max_attach: usize,
     /// Bound on network waits; `None` waits forever.
@@ -228,6 +232,15 @@ fn switch(name: &'static str, default: bool) -> Result<bool> {
 }
 
 impl Config {
+    /// What the control region holds (`meta::directory`).
+    pub fn layout(&self) -> crate::meta::directory::Layout {
+        crate::meta::directory::Layout {
+            windows: self.max_windows,
+            groups: self.max_groups,
+            group_windows: self.group_windows,
+        }
+    }
+
     /// Reads the environment.
     pub fn from_env() -> Result<Config> {
         let progress = match var("ONESIDED_PROGRESS").as_deref() {
@@ -296,6 +309,8 @@ impl Config {
             progress,
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,
             max_windows: number("ONESIDED_MAX_WINDOWS", 256, 1, 1 << 20)?,
+            max_groups: number("ONESIDED_MAX_GROUPS", 16, 0, 1 << 10)?,
+            group_windows: number("ONESIDED_GROUP_WINDOWS", 16, 1, 1 << 16)?,
             max_attach: number("ONESIDED_MAX_ATTACH", 64, 1, 1 << 15)?,
             timeout: (secs > 0).then(|| Duration::from_secs(secs as u64)),
             verbose: flag("ONESIDED_VERBOSE"),

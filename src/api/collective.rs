@@ -21,6 +21,7 @@
 //! [`Error::rank`]: crate::Error::rank
 
 use crate::api::element::Element;
+use crate::api::group::Team;
 use crate::api::op::AnyOp;
 use crate::api::window::Window;
 use crate::api::world::World;
@@ -41,32 +42,7 @@ impl World {
     /// [`ErrorKind::Timeout`]: crate::ErrorKind::Timeout
     /// [`ErrorKind::PeerUnreachable`]: crate::ErrorKind::PeerUnreachable
     pub fn broadcast<T: Element>(&self, root: usize, data: &mut [T]) -> Result<()> {
-        let p = self.size();
-        if root >= p {
-            return Err(Error::InvalidArgument(format!(
-                "broadcast from root {root}: not a rank of the job (size {p})"
-            )));
-        }
-        let mut win = self.scratch::<T>(data.len(), "broadcast")?;
-        // Relative rank: the root is 0, its children 1, 2, 4, ...
-        let v = (self.rank() + p - root) % p;
-        let abs = |v: usize| (v + root) % p;
-        let mut mask = 1;
-        while mask < p {
-            if v < mask && v + mask < p {
-                let to = abs(v + mask);
-                win.start(&[to], Assert::NONE)?;
-                win.put(to, 0, data)?;
-                win.complete()?;
-            } else if (mask..2 * mask).contains(&v) {
-                let from = abs(v - mask);
-                win.post(&[from], Assert::NONE)?;
-                win.wait()?;
-                win.local_read(0, data)?;
-            }
-            mask <<= 1;
-        }
-        win.free()
+        broadcast(Team::of(self), root, data)
     }
 
     /// Every rank's `mine`, concatenated in rank order (MPI_Allgather).
@@ -75,40 +51,7 @@ impl World {
     /// # Errors
     /// As [`World::broadcast`].
     pub fn allgather<T: Element>(&self, mine: &[T]) -> Result<Vec<T>> {
-        let (me, p, n) = (self.rank(), self.size(), mine.len());
-        let total = n.checked_mul(p).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "allgather of {n} elements from {p} processes overflows"
-            ))
-        })?;
-        let mut win = self.scratch::<T>(total, "allgather")?;
-        win.local_write(me * n, mine)?;
-        // After the round with distance d this rank holds the blocks
-        // me, me + 1, ..., me + min(2d, p) - 1 (mod p) at their places.
-        let mut dist = 1;
-        let mut buf = Vec::new();
-        while dist < p {
-            let from = (me + dist) % p;
-            let to = (me + p - dist) % p;
-            let count = dist.min(p - dist);
-            win.post(&[from], Assert::NONE)?;
-            win.start(&[to], Assert::NONE)?;
-            // Blocks me .. me + count, wrapping past the last rank.
-            let first = count.min(p - me);
-            for (block, blocks) in [(me, first), (0, count - first)] {
-                if blocks > 0 {
-                    buf.resize(blocks * n, T::zeroed());
-                    win.local_read(block * n, &mut buf)?;
-                    win.put(to, block * n, &buf)?;
-                }
-            }
-            win.complete()?;
-            win.wait()?;
-            dist *= 2;
-        }
-        let all = win.local_to_vec()?;
-        win.free()?;
-        Ok(all)
+        allgather(Team::of(self), mine)
     }
 
     /// Combines `data` element-wise over every rank with `op` and leaves
@@ -125,75 +68,148 @@ impl World {
     ///
     /// [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument
     pub fn allreduce<T: Element>(&self, data: &mut [T], op: impl Into<AnyOp>) -> Result<()> {
-        let op = op.into();
-        check_reduce_op::<T>(op)?;
-        let (me, p) = (self.rank(), self.size());
-        let mut win = self.scratch::<T>(data.len(), "allreduce")?;
-        let mut theirs = vec![T::zeroed(); data.len()];
-        let p2 = if p.is_power_of_two() {
-            p
-        } else {
-            p.next_power_of_two() / 2
-        };
-        // One exchange: `to` receives `data` into its window while this
-        // rank receives from `from` (either may be absent).
-        let exchange = |to: Option<usize>, from: Option<usize>, data: &[T]| -> Result<()> {
-            if let Some(from) = from {
-                win.post(&[from], Assert::NONE)?;
+        allreduce(Team::of(self), data, op.into())
+    }
+}
+
+/// [`World::broadcast`] over `team`.
+pub(crate) fn broadcast<T: Element>(team: Team<'_>, root: usize, data: &mut [T]) -> Result<()> {
+    let p = team.size();
+    if root >= p {
+        return Err(Error::InvalidArgument(format!(
+            "broadcast from root {root}: not a rank of {} (size {p})",
+            team.describe()
+        )));
+    }
+    let mut win = scratch::<T>(team, data.len(), "broadcast")?;
+    // Relative rank: the root is 0, its children 1, 2, 4, ...
+    let v = (team.rank() + p - root) % p;
+    let abs = |v: usize| (v + root) % p;
+    let mut mask = 1;
+    while mask < p {
+        if v < mask && v + mask < p {
+            let to = abs(v + mask);
+            win.start(&[to], Assert::NONE)?;
+            win.put(to, 0, data)?;
+            win.complete()?;
+        } else if (mask..2 * mask).contains(&v) {
+            let from = abs(v - mask);
+            win.post(&[from], Assert::NONE)?;
+            win.wait()?;
+            win.local_read(0, data)?;
+        }
+        mask <<= 1;
+    }
+    win.free()
+}
+
+/// [`World::allgather`] over `team`.
+pub(crate) fn allgather<T: Element>(team: Team<'_>, mine: &[T]) -> Result<Vec<T>> {
+    let (me, p, n) = (team.rank(), team.size(), mine.len());
+    let total = n.checked_mul(p).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "allgather of {n} elements from {p} processes overflows"
+        ))
+    })?;
+    let mut win = scratch::<T>(team, total, "allgather")?;
+    win.local_write(me * n, mine)?;
+    // After the round with distance d this rank holds the blocks
+    // me, me + 1, ..., me + min(2d, p) - 1 (mod p) at their places.
+    let mut dist = 1;
+    let mut buf = Vec::new();
+    while dist < p {
+        let from = (me + dist) % p;
+        let to = (me + p - dist) % p;
+        let count = dist.min(p - dist);
+        win.post(&[from], Assert::NONE)?;
+        win.start(&[to], Assert::NONE)?;
+        // Blocks me .. me + count, wrapping past the last rank.
+        let first = count.min(p - me);
+        for (block, blocks) in [(me, first), (0, count - first)] {
+            if blocks > 0 {
+                buf.resize(blocks * n, T::zeroed());
+                win.local_read(block * n, &mut buf)?;
+                win.put(to, block * n, &buf)?;
             }
-            if let Some(to) = to {
-                win.start(&[to], Assert::NONE)?;
-                win.put(to, 0, data)?;
-                win.complete()?;
-            }
-            if from.is_some() {
-                win.wait()?;
-            }
-            Ok(())
-        };
-        // Fold the ranks beyond the power of two into their partners.
-        if me >= p2 {
-            exchange(Some(me - p2), None, data)?;
-        } else if me + p2 < p {
-            exchange(None, Some(me + p2), data)?;
+        }
+        win.complete()?;
+        win.wait()?;
+        dist *= 2;
+    }
+    let all = win.local_to_vec()?;
+    win.free()?;
+    Ok(all)
+}
+
+/// [`World::allreduce`] over `team`.
+pub(crate) fn allreduce<T: Element>(team: Team<'_>, data: &mut [T], op: AnyOp) -> Result<()> {
+    check_reduce_op::<T>(op)?;
+    let (me, p) = (team.rank(), team.size());
+    let mut win = scratch::<T>(team, data.len(), "allreduce")?;
+    let mut theirs = vec![T::zeroed(); data.len()];
+    let p2 = if p.is_power_of_two() {
+        p
+    } else {
+        p.next_power_of_two() / 2
+    };
+    // One exchange: `to` receives `data` into its window while this
+    // rank receives from `from` (either may be absent).
+    let exchange = |to: Option<usize>, from: Option<usize>, data: &[T]| -> Result<()> {
+        if let Some(from) = from {
+            win.post(&[from], Assert::NONE)?;
+        }
+        if let Some(to) = to {
+            win.start(&[to], Assert::NONE)?;
+            win.put(to, 0, data)?;
+            win.complete()?;
+        }
+        if from.is_some() {
+            win.wait()?;
+        }
+        Ok(())
+    };
+    // Fold the ranks beyond the power of two into their partners.
+    if me >= p2 {
+        exchange(Some(me - p2), None, data)?;
+    } else if me + p2 < p {
+        exchange(None, Some(me + p2), data)?;
+        win.local_read(0, &mut theirs)?;
+        combine(op, data, &theirs)?;
+    }
+    if me < p2 {
+        let mut mask = 1;
+        while mask < p2 {
+            let partner = me ^ mask;
+            exchange(Some(partner), Some(partner), data)?;
             win.local_read(0, &mut theirs)?;
             combine(op, data, &theirs)?;
+            mask <<= 1;
         }
-        if me < p2 {
-            let mut mask = 1;
-            while mask < p2 {
-                let partner = me ^ mask;
-                exchange(Some(partner), Some(partner), data)?;
-                win.local_read(0, &mut theirs)?;
-                combine(op, data, &theirs)?;
-                mask <<= 1;
-            }
-        }
-        // Serve the folded ranks.
-        if me >= p2 {
-            exchange(None, Some(me - p2), data)?;
-            win.local_read(0, data)?;
-        } else if me + p2 < p {
-            exchange(Some(me + p2), None, data)?;
-        }
-        win.free()
     }
+    // Serve the folded ranks.
+    if me >= p2 {
+        exchange(None, Some(me - p2), data)?;
+        win.local_read(0, data)?;
+    } else if me + p2 < p {
+        exchange(Some(me + p2), None, data)?;
+    }
+    win.free()
+}
 
-    /// The scratch window of one collective call: `len` elements on every
-    /// rank, or an error on every rank.
-    fn scratch<T: Element>(&self, len: usize, what: &str) -> Result<Window<'_, T>> {
-        let mut win = Window::<T>::allocate(self, len)?;
-        if !win.same_len() {
-            // Every rank saw the same agreement: every rank fails here.
-            let _ = win.free();
-            return Err(Error::InvalidArgument(format!(
-                "{what}: the processes passed different element counts \
-                 (this rank {len} {})",
-                T::NAME
-            )));
-        }
-        Ok(win)
+/// The scratch window of one collective call: `len` elements on every
+/// rank of `team`, or an error on every rank.
+fn scratch<'a, T: Element>(team: Team<'a>, len: usize, what: &str) -> Result<Window<'a, T>> {
+    let mut win = Window::<T>::allocate(team, len)?;
+    if !win.same_len() {
+        // Every rank saw the same agreement: every rank fails here.
+        let _ = win.free();
+        return Err(Error::InvalidArgument(format!(
+            "{what}: the processes passed different element counts \
+             (this rank {len} {})",
+            T::NAME
+        )));
     }
+    Ok(win)
 }
 
 /// Refuses the operations an allreduce cannot take.

@@ -1,6 +1,7 @@
 //! The public API: [`World`], [`Window`], [`Request`].
 
 pub mod element;
+pub mod group;
 pub mod layout;
 mod node;
 pub mod op;

@@ -16,7 +16,6 @@ use super::world::World;
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::meta::directory;
 use crate::transport::{cpu_atomic, shm, Atomic, AtomicOp, Datatype, Memory};
 
 /// Mapping-cache key of control regions (window ids start at 1).
@@ -32,7 +31,7 @@ fn ctrl_name(rank: usize) -> String {
 
 /// This process's control region: node-shared unless `ONESIDED_SHM=0`.
 pub(crate) fn control_region(config: &Config, rank: usize) -> Result<Memory<'static>> {
-    let bytes = directory::region_bytes(config.max_windows);
+    let bytes = config.layout().region_bytes();
     if config.shm {
         shm::allocate(bytes, &ctrl_name(rank))
     } else {
@@ -76,7 +75,7 @@ impl World {
                 message: format!("control region locator {v:?} is not hexadecimal"),
             })
         };
-        let len = directory::region_bytes(self.config.max_windows);
+        let len = self.config.layout().region_bytes();
         let m = self
             .mappings
             .get_or_map((CTRL_WINDOW, rank), locate, || ctrl_name(rank), len)?;

@@ -34,6 +34,7 @@ pub use shared::SharedSegment;
 pub use signal::{Cmp, SignalOp};
 
 use super::element::{tag_name, Element};
+use super::group::{Comm, GroupState, Team};
 use super::world::World;
 use crate::epoch::{Permit, SyncState};
 use crate::error::{Error, Result};
@@ -122,6 +123,9 @@ pub struct Window<'a, T: Element> {
     // dynamic call on the world).
     me: usize,
     size: usize,
+    // The group the window is over (`None`: the world); ranks given to the
+    // window are its ranks, translated to world ranks by `check_rank`.
+    group: Option<Arc<GroupState>>,
     props: Props,
     id: u64,
     slot: usize,
@@ -166,18 +170,24 @@ pub struct Window<'a, T: Element> {
 
 impl<'a, T: Element> Window<'a, T> {
     /// Allocates a window of `len` zeroed elements (collective).
-    pub fn allocate(world: &'a World, len: usize) -> Result<Self> {
-        Self::allocate_with(world, len, &WindowInfo::default())
+    ///
+    /// `comm` is `&world`, or `&group` for a window over a [`Group`]'s
+    /// members (then ranks given to the window are group ranks).
+    ///
+    /// [`Group`]: crate::Group
+    pub fn allocate(comm: impl Comm<'a>, len: usize) -> Result<Self> {
+        Self::allocate_with(comm, len, &WindowInfo::default())
     }
 
     /// [`Window::allocate`] with creation hints (collective; every rank
     /// should pass the same hints).
-    pub fn allocate_with(world: &'a World, len: usize, info: &WindowInfo) -> Result<Self> {
+    pub fn allocate_with(comm: impl Comm<'a>, len: usize, info: &WindowInfo) -> Result<Self> {
+        let team = comm.team();
         let mem = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| Error::InvalidArgument(format!("window of {len} {} overflows", T::NAME)))
-            .and_then(|bytes| direct::window_memory(world, bytes, false));
-        let mut win = Self::build_from(world, mem, len, 0, info)?;
+            .and_then(|bytes| direct::window_memory(team, bytes, false));
+        let mut win = Self::build_from(team, mem, len, 0, info)?;
         win.flavor = Flavor::Allocate;
         Ok(win)
     }
@@ -194,19 +204,19 @@ impl<'a, T: Element> Window<'a, T> {
     /// # Errors
     /// As [`Window::allocate`]; every rank returns an error if creation
     /// failed on any rank.
-    pub fn create(world: &'a World, mem: impl WindowMemory<T>) -> Result<Self> {
-        Self::create_with(world, mem, &WindowInfo::default())
+    pub fn create(comm: impl Comm<'a>, mem: impl WindowMemory<T>) -> Result<Self> {
+        Self::create_with(comm, mem, &WindowInfo::default())
     }
 
     /// [`Window::create`] with creation hints (collective).
     pub fn create_with(
-        world: &'a World,
+        comm: impl Comm<'a>,
         mem: impl WindowMemory<T>,
         info: &WindowInfo,
     ) -> Result<Self> {
         let mem = sealed::Sealed::into_memory(mem);
         let len = mem.len() / std::mem::size_of::<T>().max(1);
-        Self::build(world, mem, len, 0, info)
+        Self::build(comm.team(), mem, len, 0, info)
     }
 
     /// Exposes borrowed memory as a window (collective).
@@ -222,7 +232,7 @@ impl<'a, T: Element> Window<'a, T> {
     /// As [`Window::create`].
     #[allow(unsafe_code)] // the contract, and the one call that relies on it
     pub unsafe fn create_borrowed(
-        world: &'a World,
+        comm: impl Comm<'a>,
         mem: &'a mut [T],
         info: &WindowInfo,
     ) -> Result<Self> {
@@ -232,7 +242,7 @@ impl<'a, T: Element> Window<'a, T> {
         // release drops the registration and the exposed-memory entry (the
         // only other holders of the memory) before the window lets go of it.
         let mem = unsafe { Memory::borrow_unbounded(mem) };
-        Self::build(world, mem, len, 0, info)
+        Self::build(comm.team(), mem, len, 0, info)
     }
 
     /// Frees the window (collective, as [`Window::free`]) and gives back
@@ -269,27 +279,28 @@ impl<'a, T: Element> Window<'a, T> {
     /// window-kind bits `kind` in its descriptor flags (bits 16 and up) and
     /// the accumulate-path bits (0–7) decided here.
     fn build(
-        world: &'a World,
+        team: Team<'a>,
         mem: Memory<'static>,
         len: usize,
         kind: u64,
         info: &WindowInfo,
     ) -> Result<Self> {
-        let id = world.next_window_id();
+        let world = team.world;
+        let id = team.next_window_id();
         let ctrl = world.control_memory();
         // Shared with the registration and the exposed-memory table, which
         // keep it alive for as long as they may write it.
         let mem = Arc::new(mem);
         // This rank's part; a failure still takes part in the creation's
         // allreduce (so every rank returns an error instead of hanging).
-        let local = Self::prepare_local(world, &mem, id, kind, info).and_then(|l| {
+        let local = Self::prepare_local(team, &mem, id, kind, info).and_then(|l| {
             directory::publish(ctrl, l.slot, &l.desc)?;
             Ok(l)
         });
         // Peers may post to this window as soon as they leave the allreduce.
         world.posts.open(id);
         let agreed = agreement::agree(
-            world,
+            team,
             id,
             local.as_ref().ok().map(|l| &l.desc),
             local.as_ref().is_ok_and(|l| l.keyed),
@@ -335,7 +346,8 @@ impl<'a, T: Element> Window<'a, T> {
         Ok(Window {
             world,
             me: world.rank(),
-            size: world.size(),
+            size: team.size(),
+            group: team.group.cloned(),
             props: Props {
                 ordered_raw: p.completion == RemoteCompletion::OrderedRead,
                 ordered_atomic_raw: p.ordered_atomic_raw,
@@ -456,7 +468,7 @@ impl<'a, T: Element> Window<'a, T> {
     /// A rank out of range, a freed window, or the peer unreachable.
     pub fn len_of(&self, rank: usize) -> Result<usize> {
         self.alive("len_of")?;
-        self.check_rank(rank)?;
+        let rank = self.check_rank(rank)?;
         if self.is_dynamic() {
             return Ok(0);
         }
@@ -475,7 +487,7 @@ impl<'a, T: Element> Window<'a, T> {
     #[cfg(feature = "unstable")]
     pub fn bench_remote(&self, rank: usize, disp: usize) -> Result<RemoteAddr> {
         self.alive("bench_remote")?;
-        self.check_rank(rank)?;
+        let rank = self.check_rank(rank)?;
         let d = self.target(rank)?;
         // The raw transport needs the peer even if the direct path does not.
         self.world.control(rank)?;
@@ -512,7 +524,9 @@ impl<'a, T: Element> Window<'a, T> {
         Ok(())
     }
 
-    fn check_rank(&self, rank: usize) -> Result<()> {
+    /// Checks a rank given to the window and returns its world rank (the
+    /// rank every internal call and the transport take).
+    fn check_rank(&self, rank: usize) -> Result<usize> {
         if rank >= self.size {
             return Err(Error::InvalidRank {
                 window: self.id,
@@ -520,7 +534,46 @@ impl<'a, T: Element> Window<'a, T> {
                 size: self.size,
             });
         }
-        Ok(())
+        Ok(match &self.group {
+            Some(g) => g.world_rank(rank),
+            None => rank,
+        })
+    }
+
+    /// The window's rank of world rank `w` (a member), for calls that
+    /// re-enter the public operations with a rank already translated.
+    fn window_rank(&self, w: usize) -> usize {
+        match &self.group {
+            Some(g) => g.group_rank(w).unwrap_or(usize::MAX),
+            None => w,
+        }
+    }
+
+    /// The smallest world rank ≥ `from` of a member of the window.
+    fn next_member(&self, from: usize) -> Option<usize> {
+        match &self.group {
+            None => (from < self.size).then_some(from),
+            Some(g) => g.members_from(from).next(),
+        }
+    }
+
+    /// The world ranks of the window's members below `limit`, ascending
+    /// (no allocation: `unlock_all` runs it).
+    fn members_below(&self, limit: usize) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        let world = match &self.group {
+            None => 0..limit.min(self.size),
+            Some(_) => 0..0,
+        };
+        let group = self.group.as_ref().map(|g| g.members_below(limit));
+        world.chain(group.into_iter().flatten())
+    }
+
+    /// The processes of the window, for its collective calls.
+    pub(super) fn team(&self) -> Team<'_> {
+        Team {
+            world: self.world,
+            group: self.group.as_ref(),
+        }
     }
 
     /// The descriptor of `rank`'s window: our own, cached, or read remotely.

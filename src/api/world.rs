@@ -7,7 +7,7 @@ use crate::bootstrap::node::NodeMap;
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::{Config, ProgressMode};
 use crate::error::{Error, Result};
-use crate::meta::directory::{BARRIER_OFFSET, BARRIER_ROUNDS, MAGIC};
+use crate::meta::directory::MAGIC;
 use crate::meta::mappings::Mappings;
 use crate::meta::peers::{self, PeerTable};
 use crate::meta::rkey_cache::{CacheStats, RkeyCache};
@@ -38,6 +38,9 @@ pub struct WorldStats {
     /// window free; creation synchronizes by its allreduce, `meta::uniform`,
     /// not counted here).
     pub barriers: u64,
+    /// Groups alive in this process (`World::split`, `World::subgroup`;
+    /// each holds one of `ONESIDED_MAX_GROUPS` slots).
+    pub groups: usize,
     /// The intra-node direct path (operations done by load/store, mappings).
     pub shm: crate::meta::mappings::ShmStats,
     /// The software lock path, as a target (requests granted, queued,
@@ -83,7 +86,9 @@ pub struct World {
     pub(crate) node: NodeMap,
     pub(crate) mappings: Mappings,
     next_window: AtomicU64,
-    barrier_epoch: Mutex<u64>,
+    pub(crate) barrier_epoch: Mutex<u64>,
+    /// Group slots: which are taken, the last epoch of each (`api::group`).
+    pub(crate) groups: Arc<crate::api::group::GroupTable>,
     /// `finalize` ran: `Drop` has nothing left to do.
     finalized: bool,
 }
@@ -237,6 +242,7 @@ impl World {
                 c.completion.describe(),
             );
         }
+        let groups = Arc::new(crate::api::group::GroupTable::new(config.max_groups));
         Ok(World {
             agent: Mutex::new(agent),
             ctrl_reg,
@@ -256,6 +262,7 @@ impl World {
             config,
             next_window: AtomicU64::new(1),
             barrier_epoch: Mutex::new(0),
+            groups,
             finalized: false,
         })
     }
@@ -318,6 +325,7 @@ impl World {
             transport: self.transport.stats(),
             active_messages: self.am.stats(),
             barriers: self.barrier_epoch.lock().map(|e| *e).unwrap_or(0),
+            groups: self.groups.in_use(),
             shm: self.mappings.stats(),
             locks: self.lock_handler.stats(),
             ops: self.ops.stats(),
@@ -337,59 +345,7 @@ impl World {
     /// barrier over RMA: ⌈log2 P⌉ rounds, one flag write each, driving
     /// progress while it waits).
     pub fn barrier(&self) -> Result<()> {
-        let mut epoch = self
-            .barrier_epoch
-            .lock()
-            .map_err(|_| Error::InvalidArgument("barrier lock poisoned".into()))?;
-        *epoch += 1;
-        let e = *epoch;
-        let (rank, size) = (self.rank(), self.size());
-        let mut dist = 1usize;
-        let mut round = 0usize;
-        while dist < size && round < BARRIER_ROUNDS {
-            let to = (rank + dist) % size;
-            let flag = BARRIER_OFFSET + 8 * round;
-            // A node-local peer's flag is a release store into its mapped
-            // control region (see `api::node`); others get a provider write.
-            if self
-                .with_local_ctrl(to, |m| m.store_u64(flag, e))?
-                .is_none()
-            {
-                let ctrl = self.control(to)?;
-                let sent = self.transport.put_signal(
-                    to,
-                    e,
-                    RemoteAddr {
-                        addr: ctrl.addr + flag as u64,
-                        key: ctrl.key,
-                    },
-                );
-                match sent {
-                    // The flag's confirmation failed because `to` is gone.
-                    // In this round `to` waits for our flag and for nobody
-                    // else's, so a `to` that left after the barrier had
-                    // received it (the last collective before a peer
-                    // exits); a `to` that died before is not waiting for
-                    // anyone, and the ranks waiting for it time out.
-                    Err(err) if err.kind() == crate::ErrorKind::PeerUnreachable => {
-                        tracing::debug!("barrier {e}: rank {to} is gone: {err}");
-                    }
-                    other => other?,
-                }
-            }
-            let from = (rank + size - dist) % size;
-            let what = || format!("barrier {e}, round {round}: waiting for rank {from}'s flag");
-            crate::progress::wait::until(
-                self.transport.as_ref(),
-                self.config.timeout,
-                &what,
-                || Ok(self.ctrl.load_u64(flag)? >= e),
-            )
-            .map_err(|err| err.awaiting(from))?;
-            dist *= 2;
-            round += 1;
-        }
-        Ok(())
+        crate::api::group::Team::of(self).barrier()
     }
 
     /// The control region of `rank`, contacting it first if needed.

@@ -225,7 +225,15 @@ impl SyncState {
     /// false if it is not the next one any more (another thread of this
     /// process took it, or the epoch ended): the caller releases its extra one.
     pub fn lock_all_acquired(&mut self, rank: usize) -> bool {
-        if self.mode != Epoch::LockAll || self.all.next() != rank {
+        self.lock_all_acquired_from(rank, rank)
+    }
+
+    /// As [`SyncState::lock_all_acquired`] for a window over a group: the
+    /// ranks from `next` (which must still be [`LockAllTargets::next`]) up
+    /// to `rank` that are not members need no lock, so `rank`'s completes
+    /// the prefix.
+    pub fn lock_all_acquired_from(&mut self, next: usize, rank: usize) -> bool {
+        if self.mode != Epoch::LockAll || self.all.next() != next || rank < next {
             return false;
         }
         self.all.upto = Some(rank);

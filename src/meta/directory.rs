@@ -8,7 +8,8 @@
 //! | 0 | magic `ONESIDE1` (also the target of ordered flush reads) |
 //! | 8 + 8·k, k < 64 | barrier flag of dissemination round k |
 //! | 520 + 64·(2k + e mod 2), k < 32 | reduction slot of allreduce round k, epoch e (`meta::uniform`) |
-//! | 4616 + 128·s | descriptor of directory slot s, s < `ONESIDED_MAX_WINDOWS` |
+//! | 4616 + 128·s | descriptor of directory slot s: the world's windows for s < W = `ONESIDED_MAX_WINDOWS`, then group g's windows at W + g·GW … W + (g + 1)·GW − 1 (GW = `ONESIDED_GROUP_WINDOWS`, g < G = `ONESIDED_MAX_GROUPS`) |
+//! | 4616 + 128·(W + G·GW) + 4608·g | group g's barrier flags (512 bytes) and reduction slots (4096 bytes), laid out as the world's at 8 and 520 |
 //!
 //! A descriptor is sixteen words. Words 0–7 describe the window and never
 //! change while it lives: `window id` (0 = empty), `base`, `length in
@@ -67,15 +68,66 @@ pub const COMPLETE_WORD: usize = 88;
 pub const FLAG_DYNAMIC: u64 = 1 << 16;
 const CHECK_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// Bytes of a control region with `slots` descriptors.
-pub fn region_bytes(slots: usize) -> usize {
-    DIR_OFFSET + slots * ENTRY_BYTES
+/// Bytes of one group's barrier flags and reduction slots.
+pub const GROUP_SYNC_BYTES: usize = 8 * BARRIER_ROUNDS + 2 * REDUCE_ROUNDS * REDUCE_SLOT_BYTES;
+
+/// How many descriptors and group areas a control region holds (the same
+/// on every process: from the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Directory slots of the world's windows.
+    pub windows: usize,
+    /// Group slots (groups alive at once in one process).
+    pub groups: usize,
+    /// Directory slots of each group's windows.
+    pub group_windows: usize,
+}
+
+impl Layout {
+    /// Every directory slot (the world's, then each group's).
+    fn slots(&self) -> usize {
+        self.windows + self.groups * self.group_windows
+    }
+
+    /// Bytes of a control region.
+    pub fn region_bytes(&self) -> usize {
+        self.group_sync(self.groups)
+    }
+
+    /// The directory slots of the world's windows (`None`) or group `g`'s.
+    pub fn dir_slots(&self, group: Option<usize>) -> std::ops::Range<usize> {
+        match group {
+            None => 0..self.windows,
+            Some(g) => {
+                let first = self.windows + g * self.group_windows;
+                first..first + self.group_windows
+            }
+        }
+    }
+
+    /// Offset of group `g`'s area: its barrier flags, then (at
+    /// `+ 8 * BARRIER_ROUNDS`) its reduction slots.
+    pub fn group_sync(&self, g: usize) -> usize {
+        DIR_OFFSET + self.slots() * ENTRY_BYTES + g * GROUP_SYNC_BYTES
+    }
+
+    /// Offsets of the barrier flags and of the reduction slots of the world
+    /// (`None`) or of group `g`.
+    pub fn sync_areas(&self, group: Option<usize>) -> (usize, usize) {
+        match group {
+            None => (BARRIER_OFFSET, REDUCE_OFFSET),
+            Some(g) => {
+                let at = self.group_sync(g);
+                (at, at + 8 * BARRIER_ROUNDS)
+            }
+        }
+    }
 }
 
 /// Byte offset of the reduction slot of `round` for epochs of `parity`
-/// (its flag word is at `+ 8 * REDUCE_WORDS`).
-pub fn reduce_offset(round: usize, parity: u64) -> usize {
-    REDUCE_OFFSET + (2 * round + (parity & 1) as usize) * REDUCE_SLOT_BYTES
+/// in the reduction area at `area` (its flag word is at `+ 8 * REDUCE_WORDS`).
+pub fn reduce_offset(area: usize, round: usize, parity: u64) -> usize {
+    area + (2 * round + (parity & 1) as usize) * REDUCE_SLOT_BYTES
 }
 
 /// Byte offset of descriptor `slot`.

@@ -35,8 +35,9 @@ impl<T: Element> Window<'_, T> {
         Permit(self.permit.load(Ordering::Acquire))
     }
 
-    /// Validates an access of `n` elements at `disp` on `rank` and returns the
-    /// byte offset and the descriptor. Sends nothing on error except, on first
+    /// Validates an access of `n` elements at `disp` on `rank` (a rank of the
+    /// window) and returns the target's world rank, the byte offset and the
+    /// descriptor. Sends nothing on error except, on first
     /// contact, the read of the target's descriptor. Inside `lock_all` the
     /// first access to a target takes its shared lock; inside a start epoch
     /// it waits for the target's post.
@@ -46,8 +47,8 @@ impl<T: Element> Window<'_, T> {
         rank: usize,
         disp: usize,
         n: usize,
-    ) -> Result<(usize, Descriptor)> {
-        self.check_rank(rank)?;
+    ) -> Result<(usize, usize, Descriptor)> {
+        let (asked, rank) = (rank, self.check_rank(rank)?);
         if self.permit().covers(rank) && !self.is_dynamic() {
             // The lock-free path: allowed with nothing to prepare, and the
             // descriptor is cached (or ours).
@@ -56,9 +57,9 @@ impl<T: Element> Window<'_, T> {
                 None if rank == self.me => self.desc,
                 None => self.target(rank)?,
             };
-            let at = self.in_bounds(rank, disp, n, d)?;
+            let (off, d) = self.in_bounds(asked, disp, n, d)?;
             self.lazy_lock(op, rank)?;
-            return Ok(at);
+            return Ok((rank, off, d));
         }
         let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
         if self.is_dynamic() {
@@ -74,14 +75,14 @@ impl<T: Element> Window<'_, T> {
                 key: at.key,
                 ..self.desc
             };
-            return Ok((off, d));
+            return Ok((rank, off, d));
         }
         let d = self.target(rank)?;
-        self.in_bounds(rank, disp, n, d)?;
+        self.in_bounds(asked, disp, n, d)?;
         self.prepare(prepare, op, rank)?;
         self.epoch()?.issue(self.id, op, rank)?;
         self.lazy_lock(op, rank)?;
-        Ok((disp * std::mem::size_of::<T>(), d))
+        Ok((rank, disp * std::mem::size_of::<T>(), d))
     }
 
     /// `n` elements at `disp` fit in `rank`'s window described by `d`: the

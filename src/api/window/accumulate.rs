@@ -23,6 +23,8 @@ use crate::transport::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype, InFl
 /// Where an accumulate call goes: its byte offset, the target's descriptor,
 /// and whether it takes the software path.
 pub(super) struct Route {
+    /// The target's world rank.
+    rank: usize,
     off: usize,
     d: Descriptor,
     software: bool,
@@ -66,7 +68,7 @@ impl<T: Element> Window<'_, T> {
         // Every rank local with the direct path: CPU atomics (`direct.rs`).
         let cpu = self.cpu_atomics();
         let software = !cpu && self.paths.software(aop);
-        let (off, d) = self.access(call, rank, disp, n)?;
+        let (rank, off, d) = self.access(call, rank, disp, n)?;
         let queued = self.aggregates_accumulate(call, software, rank, n)?;
         if !software && !cpu {
             if !self.valid_ops.get(aop, kind) {
@@ -98,6 +100,7 @@ impl<T: Element> Window<'_, T> {
             self.complete_local()?;
         }
         Ok(Route {
+            rank,
             off,
             d,
             software,
@@ -167,6 +170,7 @@ impl<T: Element> Window<'_, T> {
         }
         let n = data.len();
         let Route {
+            rank,
             off,
             d,
             software,
@@ -229,7 +233,7 @@ impl<T: Element> Window<'_, T> {
         let n = result.len();
         let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
         let Route {
-            off, d, software, ..
+            rank, off, d, software, ..
         } = self.atomic_access(
             "get_accumulate",
             Some(op),
@@ -294,7 +298,7 @@ impl<T: Element> Window<'_, T> {
         let op = op.any();
         let mut old = [T::zeroed()];
         let Route {
-            off, d, software, ..
+            rank, off, d, software, ..
         } = self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
         if self.cpu_atomics() {
             let (what, src) = (Self::atomic_op(op, 1), bytemuck::bytes_of(&value));
@@ -329,7 +333,7 @@ impl<T: Element> Window<'_, T> {
     pub fn compare_and_swap(&self, rank: usize, disp: usize, compare: T, swap: T) -> Result<T> {
         let mut old = [T::zeroed()];
         let Route {
-            off, d, software, ..
+            rank, off, d, software, ..
         } = self.atomic_access(
             "compare_and_swap",
             None,
@@ -381,7 +385,7 @@ impl<T: Element> Window<'_, T> {
         }
         let n = data.as_mut().len();
         let Route {
-            off, d, software, ..
+            rank, off, d, software, ..
         } = self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
         let what = format!(
             "raccumulate ({op}) of {n} {} to rank {rank} (window {})",
@@ -431,7 +435,7 @@ impl<T: Element> Window<'_, T> {
         let n = result.as_mut().len();
         let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
         let Route {
-            off, d, software, ..
+            rank, off, d, software, ..
         } = self.atomic_access(
             "rget_accumulate",
             Some(op),

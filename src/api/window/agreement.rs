@@ -2,7 +2,7 @@
 //! rank's contribution and its meaning are `meta::uniform`'s, the
 //! dissemination over the world's control regions is here.
 
-use crate::api::world::World;
+use crate::api::group::Team;
 use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor, REDUCE_ROUNDS, REDUCE_WORDS};
 use crate::meta::uniform::{conclude, words, Agreement};
@@ -12,16 +12,19 @@ use crate::transport::{RemoteAddr, RemoteCompletion};
 /// `d` is this rank's descriptor, `None` if its part of the creation failed;
 /// `keyed` says whether its memory is registered under [`window_key`] with
 /// offset addressing.
-pub(super) fn agree(world: &World, id: u64, d: Option<&Descriptor>, keyed: bool) -> Result<Agreement> {
+pub(super) fn agree(team: Team<'_>, id: u64, d: Option<&Descriptor>, keyed: bool) -> Result<Agreement> {
     let mut w = words(d, keyed);
-    allreduce_max(world, id, &mut w)?;
+    allreduce_max(team, id, &mut w)?;
     Ok(conclude(&w))
 }
 
-/// Element-wise maximum of `w` over all ranks, in place. `epoch` must grow
-/// from one call to the next (window ids do).
-fn allreduce_max(world: &World, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Result<()> {
-    let (rank, size) = (world.rank(), world.size());
+/// Element-wise maximum of `w` over the team's ranks, in place, through
+/// the team's reduction slots. `epoch` must grow from one call to the next
+/// over the same team (window ids do, `api::group`).
+fn allreduce_max(team: Team<'_>, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Result<()> {
+    let world = team.world;
+    let (rank, size) = (team.rank(), team.size());
+    let area = team.reduce_area();
     let ctrl = world.control_memory();
     let mut dist = 1usize;
     let mut round = 0usize;
@@ -31,8 +34,8 @@ fn allreduce_max(world: &World, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Resu
                 "window {epoch}: {size} processes exceed the allreduce's {REDUCE_ROUNDS} rounds"
             )));
         }
-        let to = (rank + dist) % size;
-        let off = directory::reduce_offset(round, epoch);
+        let to = team.world_rank((rank + dist) % size);
+        let off = directory::reduce_offset(area, round, epoch);
         let flag = off + 8 * REDUCE_WORDS;
         let mut payload = [0u8; 8 * REDUCE_WORDS];
         for (i, v) in w.iter().enumerate() {
@@ -61,9 +64,12 @@ fn allreduce_max(world: &World, epoch: u64, w: &mut [u64; REDUCE_WORDS]) -> Resu
             }
             t.put_signal(to, epoch, at(flag))?;
         }
-        let from = (rank + size - dist) % size;
+        let from = team.world_rank((rank + size - dist) % size);
         let what = || {
-            format!("window creation (agreement {epoch}, round {round}): waiting for rank {from}")
+            format!(
+                "window creation over {} (agreement {epoch}, round {round}): waiting for rank {from}",
+                team.describe()
+            )
         };
         crate::progress::wait::until(world.transport(), world.config.timeout, &what, || {
             Ok(ctrl.load_u64(flag)? >= epoch)

@@ -3,7 +3,7 @@
 
 use super::{agreement, direct, info, lock, soft_lock, Window, WindowInfo};
 use crate::api::element::Element;
-use crate::api::world::World;
+use crate::api::group::Team;
 use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor, FLAG_DYNAMIC};
 use crate::meta::uniform;
@@ -37,12 +37,13 @@ impl<'a, T: Element> Window<'a, T> {
     /// the provider lets us choose, `meta::uniform`), the descriptor, the
     /// software-accumulate exposure, and whether the key is the window's.
     pub(super) fn prepare_local(
-        world: &'a World,
+        team: Team<'a>,
         mem: &Arc<Memory<'static>>,
         id: u64,
         kind: u64,
         info: &WindowInfo,
     ) -> Result<Prepared<T>> {
+        let world = team.world;
         // Decided identically on every rank (same provider, same variable,
         // same hints); recorded in the descriptor flags, which the
         // creation's allreduce (uniform windows) or peers on first access
@@ -60,15 +61,22 @@ impl<'a, T: Element> Window<'a, T> {
             info::Paths::decide::<T>(world.transport(), world.config.accumulate, info)?
         };
         let ctrl = world.control_memory();
-        let slots = world.config.max_windows;
-        // Every rank creates and frees windows in the same collective order,
-        // so the lowest free slot is the same everywhere; descriptors carry
-        // the id, so a disagreement is detected on first access.
-        let slot = (0..slots)
+        let mut slots = team.dir_slots();
+        let n = slots.len();
+        // Every rank of the team creates and frees the team's windows in the
+        // same collective order, so the lowest free slot of the team's part
+        // of the directory is the same everywhere; descriptors carry the
+        // id, so a disagreement is detected on first access.
+        let slot = slots
             .find(|s| directory::slot_free(ctrl, *s).unwrap_or(false))
             .ok_or_else(|| {
+                let var = match team.group {
+                    None => "ONESIDED_MAX_WINDOWS",
+                    Some(_) => "ONESIDED_GROUP_WINDOWS",
+                };
                 Error::Exhausted(format!(
-                    "window {id}: {slots} windows are alive already (raise ONESIDED_MAX_WINDOWS)"
+                    "window {id}: {n} windows over {} are alive already (raise {var})",
+                    team.describe()
                 ))
             })?;
         let key = uniform::window_key(id);
@@ -126,17 +134,17 @@ impl<'a, T: Element> Window<'a, T> {
     /// its part of the creation's allreduce with the failure bit set, so that
     /// every rank returns an error instead of waiting for this one.
     pub(super) fn build_from(
-        world: &'a World,
+        team: Team<'a>,
         mem: Result<Memory<'static>>,
         len: usize,
         kind: u64,
         info: &WindowInfo,
     ) -> Result<Self> {
         match mem {
-            Ok(mem) => Self::build(world, mem, len, kind, info),
+            Ok(mem) => Self::build(team, mem, len, kind, info),
             Err(e) => {
-                let id = world.next_window_id();
-                if let Err(e2) = agreement::agree(world, id, None, false) {
+                let id = team.next_window_id();
+                if let Err(e2) = agreement::agree(team, id, None, false) {
                     tracing::warn!("window {id}: telling the other ranks failed: {e2}");
                 }
                 Err(e)

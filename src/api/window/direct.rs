@@ -22,6 +22,7 @@ use std::sync::{Arc, Weak};
 
 use super::Window;
 use crate::api::element::Element;
+use crate::api::group::Team;
 use crate::api::world::World;
 use crate::error::{Error, Result};
 use crate::meta::directory::Descriptor;
@@ -30,11 +31,12 @@ use crate::transport::{cpu_atomic, shm, Atomic, Memory};
 
 /// Window memory for `allocate`: a node-shared segment unless
 /// `ONESIDED_SHM=0` (or `shared`, for `allocate_shared`, which always is).
-pub(super) fn window_memory(world: &World, bytes: usize, shared: bool) -> Result<Memory<'static>> {
+pub(super) fn window_memory(team: Team<'_>, bytes: usize, shared: bool) -> Result<Memory<'static>> {
+    let world = team.world;
     let mem = if shared || world.config.shm {
         shm::allocate(
             bytes,
-            &shm::segment_name(world.peek_window_id(), world.rank()),
+            &shm::segment_name(team.peek_window_id(), world.rank()),
         )?
     } else {
         Memory::allocate(bytes)?

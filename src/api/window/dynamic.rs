@@ -43,7 +43,7 @@ use lru::LruCache;
 
 use super::{Window, WindowInfo};
 use crate::api::element::Element;
-use crate::api::world::World;
+use crate::api::group::Comm;
 use crate::error::{Error, Result};
 use crate::meta::attach::{self, Decoded, Region, ENTRY};
 use crate::meta::directory::{Descriptor, FLAG_DYNAMIC};
@@ -116,10 +116,12 @@ impl<'a, T: Element> Window<'a, T> {
     /// Creates a dynamic window (collective): no memory until processes
     /// [`attach`](Window::attach) some. Each process can have at most
     /// `ONESIDED_MAX_ATTACH` regions attached at once.
-    pub fn create_dynamic(world: &'a World) -> Result<Self> {
+    pub fn create_dynamic(comm: impl Comm<'a>) -> Result<Self> {
+        let team = comm.team();
+        let world = team.world;
         let entries = world.config.max_attach;
         let table = Memory::allocate(entries * ENTRY)?;
-        let mut win = Self::build(world, table, 0, FLAG_DYNAMIC, &WindowInfo::default())?;
+        let mut win = Self::build(team, table, 0, FLAG_DYNAMIC, &WindowInfo::default())?;
         win.dynamic = Some(Dynamic::new(entries, world.config.rkey_cache));
         win.flavor = super::Flavor::Dynamic;
         Ok(win)

@@ -311,7 +311,7 @@ impl<T: Element> Window<'_, T> {
                 self.id, assert.0
             )));
         }
-        self.check_rank(rank)?;
+        let rank = self.check_rank(rank)?;
         self.check_locks_allowed("lock")?;
         self.new_access_epoch();
         let nocheck = assert.contains(Assert::NOCHECK);
@@ -345,7 +345,7 @@ impl<T: Element> Window<'_, T> {
     /// Completes every operation to `rank` (locally and at the target, as
     /// [`Window::flush`]), then releases the lock taken by [`Window::lock`].
     pub fn unlock(&self, rank: usize) -> Result<()> {
-        self.check_rank(rank)?;
+        let rank = self.check_rank(rank)?;
         let held = self.epoch()?.check_unlock(self.id, rank)?;
         if self.soft_lock.is_some() && !held.nocheck {
             self.soft_unlock(rank, held.kind)?;
@@ -385,11 +385,13 @@ impl<T: Element> Window<'_, T> {
             if next > rank {
                 return Ok(());
             }
-            self.acquire(next, LockType::Shared)?;
-            if !self.epoch()?.lock_all_acquired(next) {
+            // The next member in world-rank order (`rank` is one).
+            let m = self.next_member(next).unwrap_or(rank);
+            self.acquire(m, LockType::Shared)?;
+            if !self.epoch()?.lock_all_acquired_from(next, m) {
                 // Another thread of this process took it meanwhile (or the
                 // epoch ended): ours is one too many.
-                self.release_word(next, LockType::Shared)?;
+                self.release_word(m, LockType::Shared)?;
                 if self.epoch()?.mode != crate::epoch::Epoch::LockAll {
                     return Ok(());
                 }

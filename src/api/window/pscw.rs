@@ -36,11 +36,14 @@ const FIRST_SLEEP: Duration = Duration::from_micros(1);
 const MAX_SLEEP: Duration = Duration::from_micros(200);
 
 impl<T: Element> Window<'_, T> {
+    /// Checks the ranks of `group` and returns their world ranks, sorted
+    /// and without duplicates (`normalize`).
     fn check_group(&self, op: &'static str, group: &[usize]) -> Result<Vec<usize>> {
-        for &r in group {
-            self.check_rank(r)?;
-        }
-        normalize(self.id, op, group)
+        let world: Vec<usize> = group
+            .iter()
+            .map(|&r| self.check_rank(r))
+            .collect::<Result<_>>()?;
+        normalize(self.id, op, &world)
     }
 
     fn check_asserts(&self, op: &'static str, assert: Assert, allowed: Assert) -> Result<()> {

@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use super::{direct, Window, WindowInfo};
 use crate::api::element::Element;
-use crate::api::world::World;
+use crate::api::group::{Comm, Team};
 use crate::error::{Error, Result};
 use crate::meta::directory::Descriptor;
 use crate::meta::mappings::{FLAG_CONTIG, FLAG_SHARED};
@@ -53,11 +53,11 @@ enum Segment<'w> {
 /// This rank's part of a new contiguous node segment of `bytes` bytes
 /// (collective, every rank node-local; elements of `unit` bytes). See the
 /// module doc.
-fn contiguous_part(world: &World, bytes: usize, unit: usize) -> Result<Memory<'static>> {
+fn contiguous_part(team: Team<'_>, bytes: usize, unit: usize) -> Result<Memory<'static>> {
     // Words: [0] this rank's bytes, [1] (leader) the segment's locator.
-    let mut tmp = Window::<u64>::allocate(world, 2)?;
-    let id = world.peek_window_id(); // the shared window's, built next
-    let laid = lay_out(world, &tmp, id, bytes, unit);
+    let mut tmp = Window::<u64>::allocate(team, 2)?;
+    let id = team.peek_window_id(); // the shared window's, built next
+    let laid = lay_out(team, &tmp, id, bytes, unit);
     let freed = tmp.free();
     let (whole, off) = laid?;
     freed?;
@@ -66,25 +66,25 @@ fn contiguous_part(world: &World, bytes: usize, unit: usize) -> Result<Memory<'s
 
 /// The exchange through `tmp`: returns the segment and this rank's offset.
 fn lay_out(
-    world: &World,
+    team: Team<'_>,
     tmp: &Window<'_, u64>,
     id: u64,
     bytes: usize,
     unit: usize,
 ) -> Result<(Arc<Memory<'static>>, usize)> {
     const LEADER: usize = 0;
-    let me = world.rank();
+    let me = team.rank();
     let name = shm::node_segment_name(id);
     tmp.local_write(0, &[bytes as u64])?;
-    world.barrier()?;
-    // Every rank is node-local: the node's ranks are 0..size. Every rank
+    team.barrier()?;
+    // Every rank is node-local: the node's ranks are the team's 0..size. Every rank
     // reads the same parts, so all of them fail here alike or none does;
     // the epoch is closed either way (an early return with lock_all open
     // would leave `tmp` unfreeable while peers still read it).
     tmp.lock_all()?;
     let sums = (|| -> Result<(usize, usize)> {
         let (mut off, mut total) = (0usize, 0usize);
-        for r in 0..world.size() {
+        for r in 0..team.size() {
             let mut v = [0u64];
             tmp.get(r, 0, &mut v)?;
             let part = usize::try_from(v[0])
@@ -122,7 +122,7 @@ fn lay_out(
         tmp.local_write(1, &[loc])?;
         created = Some(made);
     }
-    world.barrier()?;
+    team.barrier()?;
     let whole = match created {
         Some(made) => made?,
         None => {
@@ -226,30 +226,34 @@ impl<'a, T: Element> Window<'a, T> {
     /// rank of the job on this node. RMA operations work as on any window
     /// (by load/store and CPU atomics unless `ONESIDED_SHM=0`, which leaves
     /// them to the provider).
-    pub fn allocate_shared(world: &'a World, len: usize) -> Result<Self> {
-        Self::allocate_shared_with(world, len, &WindowInfo::default())
+    pub fn allocate_shared(comm: impl Comm<'a>, len: usize) -> Result<Self> {
+        Self::allocate_shared_with(comm, len, &WindowInfo::default())
     }
 
     /// [`Window::allocate_shared`] with hints: the accumulate hints and
     /// `alloc_shared_noncontig` (separate segments, see `docs/shm.md`).
     /// Every rank must pass the same hints.
-    pub fn allocate_shared_with(world: &'a World, len: usize, info: &WindowInfo) -> Result<Self> {
-        if !world.node.all_local() {
+    pub fn allocate_shared_with(comm: impl Comm<'a>, len: usize, info: &WindowInfo) -> Result<Self> {
+        let team = comm.team();
+        let world = team.world;
+        // The same answer on every rank of the team.
+        if !(0..team.size()).all(|r| world.node.is_local(team.world_rank(r))) {
             return Err(Error::Unsupported(format!(
-                "allocate_shared: the {} ranks of the job are not all on this node \
+                "allocate_shared: the {} ranks of {} are not all on this node \
                  (a shared-memory window needs every rank node-local)",
-                world.size()
+                team.size(),
+                team.describe()
             )));
         }
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::InvalidArgument(format!("shared window of {len} {} overflows", T::NAME))
         })?;
         let mem = if info.shared_noncontig() {
-            direct::window_memory(world, bytes, true)?
+            direct::window_memory(team, bytes, true)?
         } else {
-            contiguous_part(world, bytes, std::mem::size_of::<T>())?
+            contiguous_part(team, bytes, std::mem::size_of::<T>())?
         };
-        let mut win = Self::build(world, mem, len, 0, info)?;
+        let mut win = Self::build(team, mem, len, 0, info)?;
         win.flavor = super::Flavor::Shared;
         Ok(win)
     }
@@ -290,7 +294,7 @@ impl<'a, T: Element> Window<'a, T> {
     /// Not an RMA operation: allowed in any epoch.
     pub fn shared_query(&self, rank: usize) -> Result<SharedSegment<'_, T>> {
         self.alive("shared_query")?;
-        self.check_rank(rank)?;
+        let w = self.check_rank(rank)?;
         if self.desc.flags & FLAG_SHARED == 0 {
             return Err(Error::InvalidArgument(format!(
                 "window {}: shared_query of rank {rank}: the window's memory is not node-shared \
@@ -299,7 +303,7 @@ impl<'a, T: Element> Window<'a, T> {
             )));
         }
         let size = std::mem::size_of::<T>();
-        if rank == self.world.rank() {
+        if w == self.world.rank() {
             return Ok(SharedSegment {
                 seg: Segment::Own(&self.mem),
                 rank,
@@ -307,15 +311,15 @@ impl<'a, T: Element> Window<'a, T> {
                 _t: PhantomData,
             });
         }
-        if !self.world.node.is_local(rank) {
+        if !self.world.node.is_local(w) {
             return Err(Error::InvalidArgument(format!(
                 "window {}: shared_query of rank {rank}: not on this node (rank {} is)",
                 self.id,
                 self.world.rank()
             )));
         }
-        let d = self.target(rank)?;
-        let m = self.peer_memory(rank, &d)?;
+        let d = self.target(w)?;
+        let m = self.peer_memory(w, &d)?;
         Ok(SharedSegment {
             seg: Segment::Peer(m),
             rank,

@@ -92,13 +92,13 @@ impl<T: Element> Window<'_, T> {
         signal: T,
         op: SignalOp,
     ) -> Result<()> {
-        self.access("put_signal (signal element)", rank, signal_disp, 1)?;
+        let (world_rank, ..) = self.access("put_signal (signal element)", rank, signal_disp, 1)?;
         self.put(rank, disp, data)?;
         // The data to `rank` complete there, as `flush(rank)` does, in any
         // epoch type.
-        self.flush_pending(Some(rank))?;
+        self.flush_pending(Some(world_rank))?;
         self.complete_local()?;
-        self.complete_remote(rank)?;
+        self.complete_remote(world_rank)?;
         let op = match op {
             SignalOp::Set => AnyOp::Replace,
             SignalOp::Add => AnyOp::Sum,
@@ -106,7 +106,7 @@ impl<T: Element> Window<'_, T> {
         self.accumulate(rank, signal_disp, &[signal], op)?;
         // Sent now, not held for aggregation until the next flush: the
         // target may be waiting for it (as `flush_local`).
-        self.flush_pending(Some(rank))?;
+        self.flush_pending(Some(world_rank))?;
         self.complete_local()
     }
 

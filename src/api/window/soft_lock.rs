@@ -240,7 +240,10 @@ impl<T: Element> Window<'_, T> {
         Ok(())
     }
 
+    /// Replays the stash through the public operations (`rank` is a world
+    /// rank; they take the window's ranks).
     fn replay(&self, rank: usize, stash: Option<Stash<T>>) -> Result<()> {
+        let rank = self.window_rank(rank);
         match stash {
             None => Ok(()),
             Some(Stash::Put { disp, data }) => self.put(rank, disp, &data),

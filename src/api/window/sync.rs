@@ -77,7 +77,7 @@ impl<T: Element> Window<'_, T> {
 
     /// Completes all operations to `rank`, locally and at the target.
     pub fn flush(&self, rank: usize) -> Result<()> {
-        self.check_rank(rank)?;
+        let rank = self.check_rank(rank)?;
         if !self.permit().flushes(rank) {
             self.epoch()?.flush(self.id, "flush", Some(rank))?;
         }
@@ -95,7 +95,7 @@ impl<T: Element> Window<'_, T> {
 
     /// Completes operations to `rank` locally (buffers reusable).
     pub fn flush_local(&self, rank: usize) -> Result<()> {
-        self.check_rank(rank)?;
+        let rank = self.check_rank(rank)?;
         self.epoch()?.flush(self.id, "flush_local", Some(rank))?;
         self.complete_local()
     }
@@ -141,7 +141,7 @@ impl<T: Element> Window<'_, T> {
         let done = self.complete_all();
         let taken = self.epoch()?.end_unlock_all();
         let mut first = done.err();
-        for t in (0..taken).rev() {
+        for t in self.members_below(taken).rev() {
             if let Err(e) = self.release_word(t, LockType::Shared) {
                 first.get_or_insert(e);
             }
@@ -164,7 +164,7 @@ impl<T: Element> Window<'_, T> {
             self.complete_all()?;
         }
         if plan.barrier {
-            self.world.barrier()?;
+            self.team().barrier()?;
         }
         // Local loads and stores before the fence stay before it.
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -194,7 +194,7 @@ impl<T: Element> Window<'_, T> {
         self.alive("free")?;
         self.epoch()?.free(self.id)?;
         self.complete_all()?;
-        self.world.barrier()?;
+        self.team().barrier()?;
         self.release();
         Ok(())
     }
