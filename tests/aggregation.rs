@@ -310,6 +310,24 @@ fn entry(m: &mut Vec<u8>, class: u8, op: u32, ty: u32, offset: u64, data: &[u8])
     m.resize(m.len() + (8 - data.len() % 8) % 8, 0);
 }
 
+/// A batch of one strided put (class 3): `data` in `block`-byte blocks,
+/// `stride` bytes apart from byte `offset`.
+fn strided_batch(window: u64, block: u32, stride: u64, offset: u64, data: &[u8]) -> Vec<u8> {
+    let mut m = window.to_le_bytes().to_vec();
+    m.extend_from_slice(&1u32.to_le_bytes());
+    m.extend_from_slice(&[0; 4]);
+    m.push(3);
+    m.extend_from_slice(&[0; 3]);
+    m.extend_from_slice(&block.to_le_bytes());
+    m.extend_from_slice(&u32::MAX.to_le_bytes());
+    m.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    m.extend_from_slice(&offset.to_le_bytes());
+    m.extend_from_slice(&stride.to_le_bytes());
+    m.extend_from_slice(data);
+    m.resize(m.len() + (8 - data.len() % 8) % 8, 0);
+    m
+}
+
 fn batch(window: u64, entries: &[(u8, u32, u32, u64, &[u8])]) -> Vec<u8> {
     let mut m = window.to_le_bytes().to_vec();
     m.extend_from_slice(&(entries.len() as u32).to_le_bytes());
@@ -338,7 +356,15 @@ fn malformed() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (id.to_le_bytes()[..6].to_vec(), "truncated"),
         (batch(id, &[]), "claims 0"),
-        (batch(id, &[(3, none, none, 0, &five)]), "unknown class"),
+        (batch(id, &[(9, none, none, 0, &five)]), "unknown class"),
+        (strided_batch(id, 8, 4, 0, &[1; 16]), "shorter than"),
+        // Blocks at bytes 16, 40 and 64 of a 64-byte window.
+        (strided_batch(id, 8, 24, 16, &[1; 24]), "run past"),
+        (strided_batch(id, 8, u64::MAX / 2, 0, &[1; 16]), "run past"),
+        (
+            strided_batch(id, 8, 8, 0, &[1; 12]),
+            "strided put with block",
+        ),
         (batch(id, &[(2, 999, i64t, 0, &five)]), "unknown operation"),
         (
             batch(id, &[good_put, (1, none, none, 60, &five)]),
@@ -377,8 +403,11 @@ fn malformed() {
             cases.len(),
             &batch(id, &[good_put, (2, sum, i64t, 16, &five)]),
         );
+        // A valid strided put: 9 and 10 into elements 3 and 5.
+        let nine_ten: Vec<u8> = [9i64, 10].iter().flat_map(|v| v.to_le_bytes()).collect();
+        send(cases.len() + 1, &strided_batch(id, 8, 16, 24, &nine_ten));
         let start = std::time::Instant::now();
-        while got.lock().unwrap().len() <= cases.len() {
+        while got.lock().unwrap().len() <= cases.len() + 1 {
             t.progress().unwrap();
             assert!(start.elapsed().as_secs() < 60, "no replies");
         }
@@ -389,14 +418,15 @@ fn malformed() {
             assert!(e.contains(why), "case {k}: {e} (expected {why:?})");
         }
         assert_eq!(g[cases.len()].1, Ok(Vec::new()));
+        assert_eq!(g[cases.len() + 1].1, Ok(Vec::new()));
     }
     world.barrier().unwrap();
     if me == 1 {
-        assert_eq!(win.local_to_vec().unwrap(), vec![7, 5, 12, 7, 7, 7, 7, 7]);
+        assert_eq!(win.local_to_vec().unwrap(), vec![7, 5, 12, 9, 7, 10, 7, 7]);
         let s = world.stats().ops;
         assert_eq!(
             (s.batches_refused, s.batches_applied, s.ops_applied),
-            (n_bad, 1, 2),
+            (n_bad, 2, 3),
             "{s:?}"
         );
         assert!(world.stats().active_messages.protocol_errors >= n_bad);

@@ -255,3 +255,155 @@ spmd_test!(
     &[2, 3],
     get_accumulate_layouts
 );
+
+/// Long strided runs, mixed runs and large blocks, under fences, an
+/// exclusive lock and to oneself, every element checked: a 1,500-row column
+/// (more elements than one batch entry holds on tcp, so the run is split
+/// across entries and batches), an indexed layout whose blocks form runs
+/// of different shapes, and 64-element blocks (larger than an aggregated
+/// operation), each written to the right neighbour and to oneself.
+fn strided_runs() {
+    const R: usize = 1500;
+    const C: usize = 70;
+    let world = World::init().unwrap();
+    let (me, p) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    // The grid, then a second area of the same size for the other layouts
+    // (no two puts of one epoch overlap).
+    let n = R * C;
+    let mut win = Window::<i64>::allocate(&world, 2 * n).unwrap();
+    let mine: Vec<i64> = (0..n).map(|i| value(me, i) + 7).collect();
+    let column = Layout::vector(R, 1, C).unwrap();
+    // Runs: 3 blocks of 2 every 5, then 4 blocks of 3 every 9, then one.
+    let mixed = Layout::indexed(&[
+        (1, 2),
+        (6, 2),
+        (11, 2),
+        (20, 3),
+        (29, 3),
+        (38, 3),
+        (47, 3),
+        (60, 1),
+    ])
+    .unwrap();
+    let wide = Layout::vector(20, 64, 140).unwrap();
+    let src = |l: &Layout| Layout::contiguous(l.len());
+    let packed = |l: &Layout, seed: i64| -> Vec<i64> {
+        (0..l.len() as i64).map(|k| seed * 1_000_000 + k).collect()
+    };
+    // model[r] = what rank r's window holds.
+    let mut model = vec![vec![0i64; 2 * n]; p];
+    let apply = |model: &mut Vec<Vec<i64>>, to: usize, disp: usize, l: &Layout, data: &[i64]| {
+        let mut k = 0;
+        for &(at, len) in l.blocks() {
+            model[to][disp + at..disp + at + len].copy_from_slice(&data[k..k + len]);
+            k += len;
+        }
+    };
+
+    // 1. Under fences: column 3 of my grid into the right neighbour's
+    //    column 5, the mixed layout at n + 100, the wide blocks at n + 3000.
+    win.fence(Assert::NOPRECEDE).unwrap();
+    let col3 = Layout::subarray(&[R, C], &[R, 1], &[0, 3]).unwrap();
+    win.put_layout(right, 5, &column, &mine, &col3).unwrap();
+    let m = packed(&mixed, me as i64 + 1);
+    win.put_layout(right, n + 100, &mixed, &m, &src(&mixed))
+        .unwrap();
+    let w = packed(&wide, me as i64 + 11);
+    win.put_layout(right, n + 3000, &wide, &w, &src(&wide))
+        .unwrap();
+    win.fence(Assert::NONE).unwrap();
+    for from in 0..p {
+        let to = (from + 1) % p;
+        let theirs: Vec<i64> = (0..n).map(|i| value(from, i) + 7).collect();
+        let col: Vec<i64> = (0..R).map(|r| theirs[r * C + 3]).collect();
+        apply(&mut model, to, 5, &column, &col);
+        apply(
+            &mut model,
+            to,
+            n + 100,
+            &mixed,
+            &packed(&mixed, from as i64 + 1),
+        );
+        apply(
+            &mut model,
+            to,
+            n + 3000,
+            &wide,
+            &packed(&wide, from as i64 + 11),
+        );
+    }
+    same(
+        &win.local_to_vec().unwrap(),
+        &model[me],
+        "after the fence epoch",
+    );
+
+    // 2. To oneself in the same kind of epoch.
+    let s = packed(&mixed, 50 + me as i64);
+    win.put_layout(me, n + 900, &mixed, &s, &src(&mixed))
+        .unwrap();
+    win.fence(Assert::NONE).unwrap();
+    for r in 0..p {
+        apply(
+            &mut model,
+            r,
+            n + 900,
+            &mixed,
+            &packed(&mixed, 50 + r as i64),
+        );
+    }
+    same(
+        &win.local_to_vec().unwrap(),
+        &model[me],
+        "after a put to oneself",
+    );
+    win.fence(Assert::NOSUCCEED).unwrap();
+
+    // 3. Under an exclusive lock, one rank after another (rank r writes
+    //    the left neighbour's column 9), read back with get_layout.
+    for turn in 0..p {
+        if me == turn {
+            let c = packed(&column, 90 + me as i64);
+            win.lock(left, onesided::LockType::Exclusive, Assert::NONE)
+                .unwrap();
+            win.put_layout(left, 9, &column, &c, &src(&column)).unwrap();
+            win.unlock(left).unwrap();
+            win.lock(left, onesided::LockType::Shared, Assert::NONE)
+                .unwrap();
+            let mut back = vec![0i64; R];
+            win.get_layout(left, 9, &column, &mut back, &src(&column))
+                .unwrap();
+            win.unlock(left).unwrap();
+            assert_eq!(back, c, "column read back under a lock");
+        }
+        world.barrier().unwrap();
+    }
+    for r in 0..p {
+        let to = (r + p - 1) % p;
+        apply(&mut model, to, 9, &column, &packed(&column, 90 + r as i64));
+    }
+    same(
+        &win.local_to_vec().unwrap(),
+        &model[me],
+        "after the lock epochs",
+    );
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+/// Every element equal, or the first difference and the count.
+fn same(have: &[i64], want: &[i64], when: &str) {
+    let bad: Vec<usize> = (0..want.len()).filter(|&i| have[i] != want[i]).collect();
+    if let Some(&i) = bad.first() {
+        panic!(
+            "{when}: {} of {} elements differ, the first at {i}: {} instead of {}",
+            bad.len(),
+            want.len(),
+            have[i],
+            want[i]
+        );
+    }
+}
+
+spmd_test!(strided_runs_fences_locks_and_self, &[2, 3], strided_runs);

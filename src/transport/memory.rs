@@ -261,6 +261,42 @@ impl<'a> Memory<'a> {
         Ok(())
     }
 
+    /// Writes `data`, whole blocks of `block` bytes, block `i` at byte
+    /// `offset + i × stride` (a strided put: one bounds check and one
+    /// fence for all blocks).
+    ///
+    /// # Errors
+    /// A zero block, data that is no whole number of blocks, a stride
+    /// shorter than a block, or blocks past the region.
+    pub fn write_strided(
+        &self,
+        offset: usize,
+        (block, stride): (usize, usize),
+        data: &[u8],
+    ) -> Result<()> {
+        if block == 0 || data.len() % block != 0 || stride < block {
+            return Err(Error::InvalidArgument(format!(
+                "strided write of {} bytes in {block}-byte blocks {stride} bytes apart",
+                data.len()
+            )));
+        }
+        let count = data.len() / block;
+        if count == 0 {
+            return Ok(());
+        }
+        let span = stride
+            .checked_mul(count - 1)
+            .and_then(|s| s.checked_add(block));
+        self.check(offset, span.unwrap_or(usize::MAX))?;
+        for (i, b) in data.chunks_exact(block).enumerate() {
+            // SAFETY: block i ends at offset + i × stride + block ≤
+            // offset + span, checked above; `data` cannot alias the region.
+            unsafe { atomic_store_bytes(self.ptr.as_ptr().add(offset + i * stride), b) };
+        }
+        fence(Ordering::Release);
+        Ok(())
+    }
+
     /// Copies `len` bytes inside the region (a put or get to oneself),
     /// through a bounce buffer so that overlapping ranges copy as `memmove`
     /// does.

@@ -33,6 +33,22 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
+    /// Queues a strided put (blocks of `block` bytes, `stride` bytes apart
+    /// from byte `off` of `rank`'s window) if the window aggregates and the
+    /// blocks are small enough; `Ok(false)` leaves it to the caller.
+    pub(super) fn queue_strided(
+        &self,
+        rank: usize,
+        off: usize,
+        block_stride: (usize, usize),
+        data: &[u8],
+    ) -> Result<bool> {
+        match &self.agg {
+            Some(a) => a.queue_strided(&self.agg_origin(), rank, off, block_stride, data),
+            None => Ok(false),
+        }
+    }
+
     /// Whether accumulate-family call `call` of `n` elements to `rank` on
     /// the software path (`software`) will be queued (see
     /// [`crate::protocols::aggregation::Aggregation::takes_accumulate`]).

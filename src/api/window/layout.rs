@@ -3,12 +3,15 @@
 //!
 //! The layouts are checked against the origin buffer, against each other
 //! (same element count) and against the target's part of the window
-//! before anything is sent. The data then travels block by block (one
-//! operation per contiguous target block: on the direct path a copy or
-//! CPU atomics, on the back-ends one write, read or atomic each, which
-//! aggregation batches on tcp and sockets); gets are issued together and
-//! waited for together. Accumulates keep element-wise atomicity, as MPI
-//! asks of them.
+//! before anything is sent. A put to oneself or to a node-local peer on
+//! the direct path is one epoch check and a copy per block. Over a
+//! back-end that aggregates (tcp, sockets), runs of equal blocks at a
+//! constant stride (what vector and subarray layouts make) travel as
+//! strided entries of BATCH messages, unpacked by the target
+//! (`protocols/aggregation/wire.rs`). Otherwise the data travels block by
+//! block (one write, read or atomic per contiguous target block); gets are
+//! issued together and waited for together. Accumulates keep element-wise
+//! atomicity, as MPI asks of them.
 
 use super::Window;
 use crate::api::element::Element;
@@ -34,9 +37,111 @@ impl<T: Element> Window<'_, T> {
         origin: &[T],
         origin_layout: &Layout,
     ) -> Result<()> {
-        let packed = self.layouts("put_layout", rank, disp, target, origin, origin_layout)?;
+        self.check_layouts("put_layout", rank, disp, target, origin.len(), origin_layout)?;
+        if target.is_empty() {
+            return Ok(());
+        }
+        if !self.dynamic_messages() && !self.is_dynamic() && same_blocks(target, origin_layout) {
+            // Node-local target, blocks of the same shapes on both sides:
+            // copied block to block, without packing.
+            if let Some(done) = self.put_blocks_direct(rank, disp, target, origin, origin_layout)? {
+                return Ok(done);
+            }
+        }
+        let packed = origin_layout.pack(origin)?;
+        if self.dynamic_messages() || self.is_dynamic() {
+            // Block by block, through put's own paths (software messages,
+            // dynamic attachments).
+            return self.put_blocks(rank, disp, target.blocks(), &packed);
+        }
+        let size = std::mem::size_of::<T>();
+        // One epoch and bounds check for the whole target extent.
+        let (world_rank, off, d) = self.access("put_layout", rank, disp, target.extent())?;
+        if self.soft_lock.is_some() {
+            // A lazily taken software lock is acquired now (nothing is
+            // stashed for a lock-op-unlock message: empty data).
+            self.defer_op(world_rank, disp, &[], None)?;
+        }
+        let bytes: &[u8] = bytemuck::cast_slice(&packed);
+        let blocks = target.blocks();
+        let direct = match world_rank == self.me {
+            true => None,
+            false => self.direct(world_rank, &d)?,
+        };
+        // Elements and blocks done so far.
+        let (mut pos, mut done) = (0, 0);
+        if world_rank == self.me || direct.is_some() {
+            // Oneself or a node-local peer: a strided copy per run.
+            let mem = direct.as_deref().unwrap_or(&self.mem);
+            return for_runs(blocks, |at, (n, stride), count| {
+                let data = &bytes[pos * size..(pos + count * n) * size];
+                pos += count * n;
+                mem.write_strided(off + at * size, (n * size, stride * size), data)
+            });
+        }
+        // Runs of equal blocks at a constant stride as strided batch
+        // entries where the window aggregates; the rest block by block.
+        for_runs(blocks, |at, (n, stride), count| {
+            let elems = count * n;
+            let data = &bytes[pos * size..(pos + elems) * size];
+            let queued = count > 1
+                && self.queue_strided(
+                    world_rank,
+                    off + at * size,
+                    (n * size, stride * size),
+                    data,
+                )?;
+            if !queued {
+                let run = &blocks[done..done + count];
+                self.put_blocks(rank, disp, run, &packed[pos..pos + elems])?;
+            }
+            pos += elems;
+            done += count;
+            Ok(())
+        })
+    }
+
+    /// A put of blocks of equal shapes on both sides to oneself or a
+    /// node-local peer, copied block to block; `None` for a target
+    /// elsewhere (nothing done).
+    fn put_blocks_direct(
+        &self,
+        rank: usize,
+        disp: usize,
+        target: &Layout,
+        origin: &[T],
+        origin_layout: &Layout,
+    ) -> Result<Option<()>> {
+        let size = std::mem::size_of::<T>();
+        let (world_rank, off, d) = self.access("put_layout", rank, disp, target.extent())?;
+        if self.soft_lock.is_some() {
+            self.defer_op(world_rank, disp, &[], None)?;
+        }
+        let direct = match world_rank == self.me {
+            true => None,
+            false => match self.direct(world_rank, &d)? {
+                Some(m) => Some(m),
+                None => return Ok(None),
+            },
+        };
+        let mem = direct.as_deref().unwrap_or(&self.mem);
+        for (&(at, n), &(from, _)) in target.blocks().iter().zip(origin_layout.blocks()) {
+            mem.write(off + at * size, bytemuck::cast_slice(&origin[from..from + n]))?;
+        }
+        Ok(Some(()))
+    }
+
+    /// Puts `packed` block by block into `blocks` of `rank`'s window
+    /// (from `disp`).
+    fn put_blocks(
+        &self,
+        rank: usize,
+        disp: usize,
+        blocks: &[(usize, usize)],
+        packed: &[T],
+    ) -> Result<()> {
         let mut pos = 0;
-        for &(at, n) in target.blocks() {
+        for &(at, n) in blocks {
             self.put(rank, disp + at, &packed[pos..pos + n])?;
             pos += n;
         }
@@ -58,6 +163,26 @@ impl<T: Element> Window<'_, T> {
         origin_layout: &Layout,
     ) -> Result<()> {
         self.check_layouts("get_layout", rank, disp, target, origin.len(), origin_layout)?;
+        if target.is_empty() {
+            return Ok(());
+        }
+        if !self.dynamic_messages() && !self.is_dynamic() && same_blocks(target, origin_layout) {
+            // Node-local target: read block to block, without unpacking.
+            let size = std::mem::size_of::<T>();
+            let (world_rank, off, d) = self.access("get_layout", rank, disp, target.extent())?;
+            let direct = match world_rank == self.me {
+                true => None,
+                false => self.direct(world_rank, &d)?,
+            };
+            if world_rank == self.me || direct.is_some() {
+                let mem = direct.as_deref().unwrap_or(&self.mem);
+                for (&(at, n), &(to, _)) in target.blocks().iter().zip(origin_layout.blocks()) {
+                    let out: &mut [u8] = bytemuck::cast_slice_mut(&mut origin[to..to + n]);
+                    mem.read(off + at * size, out)?;
+                }
+                return Ok(());
+            }
+        }
         let requests = target
             .blocks()
             .iter()
@@ -192,5 +317,82 @@ impl<T: Element> Window<'_, T> {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether two layouts have blocks of the same lengths, pairwise.
+fn same_blocks(a: &Layout, b: &Layout) -> bool {
+    a.blocks().len() == b.blocks().len()
+        && a.blocks()
+            .iter()
+            .zip(b.blocks())
+            .all(|(x, y)| x.1 == y.1)
+}
+
+/// Calls `f(at, (n, stride), count)` for each run of `count` blocks of `n`
+/// elements from element `at`, `stride` elements apart (`n` for a run of
+/// one block), in order.
+fn for_runs(
+    blocks: &[(usize, usize)],
+    mut f: impl FnMut(usize, (usize, usize), usize) -> Result<()>,
+) -> Result<()> {
+    let mut i = 0;
+    while i < blocks.len() {
+        let run = stride_run(&blocks[i..]);
+        let (at, n) = blocks[i];
+        f(at, (n, run.stride.max(n)), run.count)?;
+        i += run.count;
+    }
+    Ok(())
+}
+
+/// A run of blocks of one length at a constant stride.
+struct Run {
+    /// Blocks in the run (≥ 1).
+    count: usize,
+    /// Elements from one block's start to the next one's (0 for one block).
+    stride: usize,
+}
+
+/// The longest run of equal-length blocks at a constant, increasing stride
+/// (at least the block length) at the start of `blocks` (not empty).
+fn stride_run(blocks: &[(usize, usize)]) -> Run {
+    let (at0, n) = blocks[0];
+    let Some(&(at1, n1)) = blocks.get(1) else {
+        return Run {
+            count: 1,
+            stride: 0,
+        };
+    };
+    if n1 != n || at1 < at0 + n {
+        return Run {
+            count: 1,
+            stride: 0,
+        };
+    }
+    let stride = at1 - at0;
+    let count = 2 + blocks[2..]
+        .iter()
+        .zip(&blocks[1..])
+        .take_while(|(&(at, len), &(prev, _))| len == n && at.checked_sub(prev) == Some(stride))
+        .count();
+    Run { count, stride }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stride_run;
+
+    #[test]
+    fn runs_of_equal_blocks() {
+        let r = stride_run(&[(0, 1), (10, 1), (20, 1), (30, 2)]);
+        assert_eq!((r.count, r.stride), (3, 10));
+        let r = stride_run(&[(5, 3)]);
+        assert_eq!((r.count, r.stride), (1, 0));
+        // Overlapping or shrinking blocks are no run.
+        let r = stride_run(&[(0, 4), (2, 4)]);
+        assert_eq!(r.count, 1);
+        let r = stride_run(&[(0, 2), (4, 2), (7, 2)]);
+        assert_eq!((r.count, r.stride), (2, 4));
     }
 }

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Entry, OpTable, Queued, Shared, TargetElem, ACCUMULATE, PUT};
+use super::{wire, Entry, OpTable, Queued, Shared, TargetElem, ACCUMULATE, PUT};
 use crate::error::{Error, Result};
 use crate::progress::wait;
 use crate::transport::am::{kind, ActiveMessages};
@@ -116,8 +116,52 @@ impl Aggregation {
             datatype: None,
             offset: off as u64,
             data,
+            strided: None,
         };
         self.queue(o, rank, &e)?;
+        Ok(true)
+    }
+
+    /// Queues the blocks of a strided put — `data` is whole blocks of
+    /// `block` bytes, block `i` going to byte `off + i × stride` of
+    /// `rank`'s window — as strided entries, split where a batch fills up,
+    /// if blocks are small enough to be queued (`max_op`) and one block
+    /// fits a batch; `Ok(false)` leaves the whole put to the caller
+    /// (nothing was queued then).
+    ///
+    /// # Errors
+    /// As [`Aggregation::queue_put`].
+    pub fn queue_strided(
+        &self,
+        o: &Origin<'_>,
+        rank: usize,
+        off: usize,
+        (block, stride): (usize, usize),
+        data: &[u8],
+    ) -> Result<bool> {
+        let room = o.shared.config.batch_bytes.saturating_sub(wire::HEADER_BYTES)
+            .saturating_sub(wire::STRIDED_ENTRY_BYTES);
+        let per_entry = room / block.max(1);
+        let (Ok(block32), Ok(stride64)) = (u32::try_from(block), u64::try_from(stride)) else {
+            return Ok(false);
+        };
+        if !self.takes(o, rank, block) || per_entry == 0 || stride < block || data.len() % block != 0 {
+            return Ok(false);
+        }
+        for (k, chunk) in data.chunks(per_entry * block).enumerate() {
+            let e = Entry {
+                class: wire::STRIDED,
+                op: None,
+                datatype: None,
+                offset: (off + k * per_entry * stride) as u64,
+                data: chunk,
+                strided: Some(wire::Stride {
+                    block: block32,
+                    stride: stride64,
+                }),
+            };
+            self.queue(o, rank, &e)?;
+        }
         Ok(true)
     }
 
@@ -166,6 +210,7 @@ impl Aggregation {
             datatype: Some(datatype),
             offset: off as u64,
             data,
+            strided: None,
         };
         self.queue(o, rank, &e)
     }

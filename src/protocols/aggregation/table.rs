@@ -111,7 +111,7 @@ impl OpTable {
 
     /// Queues `e` to `rank` (its encoded size must fit an empty batch).
     pub fn queue(&mut self, rank: usize, e: &Entry<'_>) -> Queued {
-        let need = wire::entry_size(e.data.len());
+        let need = e.encoded_size();
         let limit = self.shared.config.batch_bytes;
         let s = self.slot(rank);
         let pos = self.slots[s].iter().position(|t| t.rank == rank);
@@ -255,6 +255,7 @@ mod tests {
                     datatype: None,
                     offset: i as u64,
                     data: &data,
+                    strided: None,
                 };
                 let mut tries = 0;
                 loop {

@@ -35,17 +35,33 @@ fn check(
     datatype: Datatype,
     policy: u64,
 ) -> Result<(), String> {
-    let end = usize::try_from(e.offset)
-        .ok()
-        .and_then(|o| o.checked_add(e.data.len()));
+    // The byte after the last one written.
+    let end = match e.strided {
+        None => usize::try_from(e.offset)
+            .ok()
+            .and_then(|o| o.checked_add(e.data.len())),
+        Some(s) => {
+            let block = s.block as usize;
+            let last = (e.data.len() / block).saturating_sub(1);
+            usize::try_from(s.stride)
+                .ok()
+                .and_then(|st| st.checked_mul(last))
+                .zip(usize::try_from(e.offset).ok())
+                .and_then(|(a, o)| a.checked_add(o))
+                .and_then(|a| a.checked_add(block))
+        }
+    };
     if end.is_none_or(|end| end > len) {
         return Err(format!(
-            "entry {k}: {} bytes at byte {} run past the {len}-byte window",
+            "entry {k}: {} bytes at byte {}{} run past the {len}-byte window",
             e.data.len(),
-            e.offset
+            e.offset,
+            e.strided
+                .map(|s| format!(" in {}-byte blocks {} bytes apart", s.block, s.stride))
+                .unwrap_or_default()
         ));
     }
-    if e.class == wire::PUT {
+    if e.class == wire::PUT || e.class == wire::STRIDED {
         if policy & PUT_POLICY == 0 {
             return Err(format!("entry {k}: the window takes no batched puts"));
         }
@@ -90,9 +106,14 @@ impl Handler for BatchHandler {
                 }
                 for (k, e) in entries.iter().enumerate() {
                     let offset = e.offset as usize;
-                    let done = match e.op {
-                        None => mem.write(offset, e.data),
-                        Some(op) => {
+                    let done = match (e.op, e.strided) {
+                        (None, Some(s)) => mem.write_strided(
+                            offset,
+                            (s.block as usize, s.stride as usize),
+                            e.data,
+                        ),
+                        (None, None) => mem.write(offset, e.data),
+                        (Some(op), _) => {
                             let size = datatype.size();
                             let what = Atomic {
                                 op,
@@ -118,5 +139,40 @@ impl Handler for BatchHandler {
                 "window {id} is not open for batches here (not created, freed, or dynamic)"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocols::aggregation::wire::{Stride, STRIDED};
+
+    fn strided(offset: u64, block: u32, stride: u64, data: &[u8]) -> Entry<'_> {
+        Entry {
+            class: STRIDED,
+            op: None,
+            datatype: None,
+            offset,
+            data,
+            strided: Some(Stride { block, stride }),
+        }
+    }
+
+    #[test]
+    fn strided_entries_are_checked_against_the_window() {
+        let data = [0u8; 24];
+        // Three 8-byte blocks 16 bytes apart from byte 8: the last ends at 48.
+        let e = strided(8, 8, 16, &data);
+        assert!(check(0, &e, 48, Datatype::U8, PUT_POLICY).is_ok());
+        let err = check(0, &e, 47, Datatype::U8, PUT_POLICY).unwrap_err();
+        assert!(err.contains("run past the 47-byte window"), "{err}");
+        // A hostile stride or offset overflows: refused, not wrapped.
+        let e = strided(8, 8, u64::MAX / 2, &data);
+        assert!(check(0, &e, 1 << 20, Datatype::U8, PUT_POLICY).is_err());
+        let e = strided(u64::MAX - 4, 8, 16, &data);
+        assert!(check(0, &e, 1 << 20, Datatype::U8, PUT_POLICY).is_err());
+        // A window that takes no batched puts refuses them.
+        let e = strided(0, 8, 8, &data);
+        assert!(check(0, &e, 48, Datatype::U8, 0).is_err());
     }
 }

@@ -21,6 +21,17 @@
 //! | 12–15 | data bytes |
 //! | 16–23 | byte offset in the target window |
 //!
+//! A *strided put* (class 3: equal blocks at a constant stride, what a
+//! vector layout makes) has 8 more bytes before its data:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4–7 | block bytes (> 0; the data is a whole number of blocks) |
+//! | 8–11 | `0xffffffff` |
+//! | 24–31 | stride in bytes between the blocks' starts (≥ block bytes) |
+//!
+//! Block `i` of the data goes to `offset + i × stride`.
+//!
 //! [`decode`] checks the whole message (sizes, classes, reserved and
 //! padding bytes, known op and type, data a whole number of elements)
 //! before the handler touches memory; the handler then checks each entry
@@ -37,6 +48,10 @@ pub const ENTRY_BYTES: usize = 24;
 pub const PUT: u8 = 1;
 /// Entry class of an accumulate.
 pub const ACCUMULATE: u8 = 2;
+/// Entry class of a strided put.
+pub const STRIDED: u8 = 3;
+/// Bytes of a strided put's entry before its data.
+pub const STRIDED_ENTRY_BYTES: usize = ENTRY_BYTES + 8;
 
 /// The op and datatype fields of a put.
 const NONE: u32 = u32::MAX;
@@ -44,6 +59,15 @@ const NONE: u32 = u32::MAX;
 /// Encoded size of an entry carrying `len` data bytes.
 pub fn entry_size(len: usize) -> usize {
     ENTRY_BYTES + len.div_ceil(8) * 8
+}
+
+/// Equal blocks at a constant stride (a [`STRIDED`] entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stride {
+    /// Bytes of each block.
+    pub block: u32,
+    /// Bytes from one block's start to the next one's.
+    pub stride: u64,
 }
 
 /// One operation of a batch.
@@ -59,6 +83,15 @@ pub struct Entry<'a> {
     pub offset: u64,
     /// The put's bytes or the accumulate's operands.
     pub data: &'a [u8],
+    /// The blocks of a [`STRIDED`] put (`None` otherwise).
+    pub strided: Option<Stride>,
+}
+
+impl Entry<'_> {
+    /// Encoded size of the entry.
+    pub fn encoded_size(&self) -> usize {
+        entry_size(self.data.len()) + if self.strided.is_some() { 8 } else { 0 }
+    }
 }
 
 /// Starts a batch for window `id` in `buf` (cleared first).
@@ -72,12 +105,18 @@ pub fn begin(buf: &mut Vec<u8>, id: u64) {
 pub fn push(buf: &mut Vec<u8>, e: &Entry<'_>) {
     buf.push(e.class);
     buf.extend_from_slice(&[0u8; 3]);
-    let op = e.op.map_or(NONE, |o| o.code().into());
+    let op = match e.strided {
+        Some(s) => s.block,
+        None => e.op.map_or(NONE, |o| o.code().into()),
+    };
     let datatype = e.datatype.map_or(NONE, |d| d.code().into());
     buf.extend_from_slice(&op.to_le_bytes());
     buf.extend_from_slice(&datatype.to_le_bytes());
     buf.extend_from_slice(&(e.data.len() as u32).to_le_bytes());
     buf.extend_from_slice(&e.offset.to_le_bytes());
+    if let Some(s) = e.strided {
+        buf.extend_from_slice(&s.stride.to_le_bytes());
+    }
     buf.extend_from_slice(e.data);
     buf.resize(buf.len() + (8 - e.data.len() % 8) % 8, 0);
     if buf.len() >= HEADER_BYTES {
@@ -121,8 +160,25 @@ pub fn decode(p: &[u8]) -> Result<(u64, Vec<Entry<'_>>), String> {
         if head[1..4] != [0, 0, 0] {
             return Err(format!("entry {k}: reserved bytes are not zero"));
         }
+        let mut strided = None;
         let (op, datatype) = match class {
             PUT if op == NONE && datatype == NONE && len > 0 => (None, None),
+            STRIDED if datatype == NONE && op > 0 && len > 0 && len % op as usize == 0 => {
+                let stride = u64_at(p, at + ENTRY_BYTES)
+                    .ok_or_else(|| format!("entry {k}: strided put is truncated"))?;
+                if stride < u64::from(op) {
+                    return Err(format!(
+                        "entry {k}: stride {stride} is shorter than the {op}-byte blocks"
+                    ));
+                }
+                strided = Some(Stride { block: op, stride });
+                (None, None)
+            }
+            STRIDED => {
+                return Err(format!(
+                    "entry {k}: strided put with block {op}, type {datatype}, {len} bytes"
+                ))
+            }
             PUT => {
                 return Err(format!(
                     "entry {k}: put with op {op}, type {datatype}, {len} bytes"
@@ -149,9 +205,14 @@ pub fn decode(p: &[u8]) -> Result<(u64, Vec<Entry<'_>>), String> {
             }
             c => return Err(format!("entry {k}: unknown class {c}")),
         };
-        let end = at + entry_size(len);
+        let head_bytes = if strided.is_some() {
+            STRIDED_ENTRY_BYTES
+        } else {
+            ENTRY_BYTES
+        };
+        let end = at + head_bytes + len.div_ceil(8) * 8;
         let body = p
-            .get(at + ENTRY_BYTES..end)
+            .get(at + head_bytes..end)
             .ok_or_else(|| format!("entry {k}: {len} data bytes run past the batch"))?;
         let (data, pad) = body.split_at(len);
         if pad.iter().any(|b| *b != 0) {
@@ -163,6 +224,7 @@ pub fn decode(p: &[u8]) -> Result<(u64, Vec<Entry<'_>>), String> {
             datatype,
             offset,
             data,
+            strided,
         });
         at = end;
     }
@@ -192,6 +254,7 @@ mod fuzz {
                 datatype: None,
                 offset: 16,
                 data: &[1, 2, 3],
+                strided: None,
             },
         );
         push(
@@ -202,6 +265,21 @@ mod fuzz {
                 datatype: Some(Datatype::I64),
                 offset: 64,
                 data: &[5; 16],
+                strided: None,
+            },
+        );
+        push(
+            &mut m,
+            &Entry {
+                class: STRIDED,
+                op: None,
+                datatype: None,
+                offset: 8,
+                data: &[7; 24],
+                strided: Some(Stride {
+                    block: 8,
+                    stride: 40,
+                }),
             },
         );
         crate::fuzz::run("batch", &[m], 400, &|b| decode(b).is_ok());
@@ -224,6 +302,7 @@ mod tests {
                 datatype: None,
                 offset: 3,
                 data: &[1, 2, 3],
+                strided: None,
             },
         );
         let data = 5i64.to_le_bytes();
@@ -237,6 +316,7 @@ mod tests {
                 datatype: Some(ty),
                 offset: 8,
                 data: &data,
+                strided: None,
             },
         );
         b
@@ -251,6 +331,33 @@ mod tests {
             (id, e.len(), e[0].data, e[1].offset),
             (7, 2, &[1u8, 2, 3][..], 8)
         );
+    }
+
+    #[test]
+    fn strided_round_trip_and_refusals() {
+        let strided = |block: u32, stride: u64, data: &'static [u8]| {
+            let mut b = Vec::new();
+            begin(&mut b, 3);
+            let e = Entry {
+                class: STRIDED,
+                op: None,
+                datatype: None,
+                offset: 16,
+                data,
+                strided: Some(Stride { block, stride }),
+            };
+            push(&mut b, &e);
+            assert_eq!(b.len(), HEADER_BYTES + e.encoded_size());
+            b
+        };
+        let b = strided(4, 12, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        let (_, e) = decode(&b).unwrap();
+        assert_eq!(e[0].strided, Some(Stride { block: 4, stride: 12 }));
+        assert_eq!(e[0].data.len(), 12);
+        // Overlapping blocks, a partial block, an empty block: refused.
+        assert!(decode(&strided(4, 3, &[0; 8])).is_err());
+        assert!(decode(&strided(4, 8, &[0; 6])).is_err());
+        assert!(decode(&strided(0, 8, &[0; 8])).is_err());
     }
 
     #[test]
