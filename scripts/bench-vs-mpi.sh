@@ -14,6 +14,11 @@
 #   onesided-tcp  ONESIDED_SHM=0 ONESIDED_PROVIDER=tcp
 #   onesided-shm  ONESIDED_SHM=0 ONESIDED_PROVIDER=shm
 #
+# The patterns are onesided-bench's (benches/mpi/rma_bench.c has the same
+# ones against MPI-3 RMA), including halo_lat: one step of a 1024 x 1024
+# f64 halo exchange (two strided column puts per rank + fence; MPI uses
+# MPI_Type_vector on origin and target, onesided Window::put_layout).
+#
 # BVM_RUNS times, interleaved (A B C … A B C …, so slow drifts of the
 # machine hit every system alike), then prints ONE table
 # (benches/mpi/table.py): per pattern and size each system's median of the
@@ -74,7 +79,7 @@ sizes=${BVM_SIZES:-8,1K,64K,1M}
 max_iters=${BVM_MAX_ITERS:-10000}
 timeout_s=${BVM_TIMEOUT:-600}
 pin=${BVM_PIN:-1}
-all_ops=put_lat,get_lat,put_bw,get_bw,acc_lat,acc_rate,fop_lat,cas_lat,msg_rate,lock_unlock_lat,fence_lat,pscw_lat
+all_ops=put_lat,get_lat,put_bw,get_bw,acc_lat,acc_rate,fop_lat,cas_lat,msg_rate,lock_unlock_lat,fence_lat,pscw_lat,halo_lat
 ops=${BVM_OPS:-$all_ops}
 target=${CARGO_TARGET_DIR:-target}
 out=${BVM_OUT:-$target/bench-vs-mpi}

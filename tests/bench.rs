@@ -299,3 +299,72 @@ fn bench_pscw_check_detects_wrong_data() {
         assert!(text.contains(&label), "{label} not in {text}");
     }
 }
+
+fn halo_cmd(extra: &[&str]) -> Command {
+    let mut cmd = Command::new(common::onesided_run());
+    cmd.args(["-n", "3", "--provider", "tcp", BENCH])
+        .args(["--ops", "halo_lat", "--reps", "1"])
+        .args(["--time", "0.01", "--max-iters", "20", "--json"])
+        .args(extra)
+        .env_remove("ONESIDED_PROVIDER");
+    cmd
+}
+
+/// `halo_lat` on 3 ranks (a ring: each rank's left and right neighbours
+/// differ): one result for the 1024-point grid, and every rank's 2,048 halo
+/// elements hold its neighbours' boundary columns.
+#[test]
+fn bench_tcp_halo_three_ranks() {
+    let doc = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("bench-halo-{}.json", std::process::id()));
+    let doc_arg = doc.to_string_lossy().into_owned();
+    let out = common::run_with_limit(
+        halo_cmd(&["--json-file", &doc_arg]),
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "onesided-bench failed:\n{}",
+        out.tail(30)
+    );
+    let lines = json_lines(&out.stdout);
+    let r = result(&lines, "halo_lat", "onesided", 1024)
+        .unwrap_or_else(|| panic!("no halo_lat result in\n{}", out.stdout));
+    let lat = r["lat_us"].as_f64().expect("lat_us");
+    assert!(lat > 0.0 && lat.is_finite(), "halo_lat: {lat}");
+    assert!(result(&lines, "halo_lat", "raw", 1024).is_none());
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .expect("check line");
+    assert_eq!(check["check"], "ok", "{}", out.stdout);
+    let text = std::fs::read_to_string(&doc).expect("read --json-file");
+    for label in [
+        "halo_lat 1024 onesided: rank 0's halos",
+        "halo_lat 1024 onesided: last value at rank 1",
+        "halo_lat 1024 onesided: last value at rank 2",
+    ] {
+        assert!(text.contains(label), "{label} not in {text}");
+    }
+}
+
+/// Negative control: with `--expect-wrong` every rank's halo check fails.
+#[test]
+fn bench_halo_check_detects_wrong_data() {
+    let out = common::run_with_limit(halo_cmd(&["--expect-wrong"]), Duration::from_secs(120));
+    let status = out.status.expect("onesided-bench did not finish");
+    assert!(!status.success(), "check passed:\n{}", out.tail(20));
+    let lines = json_lines(&out.stdout);
+    let check = lines
+        .iter()
+        .find(|v| v["type"] == "check")
+        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
+    let text = check.to_string();
+    for label in [
+        "halo_lat 1024 onesided: 2048 of rank 0's 2048 halo elements wrong",
+        "halo_lat 1024 onesided: rank 1 holds the wrong last value",
+        "halo_lat 1024 onesided: rank 2 holds the wrong last value",
+    ] {
+        assert!(text.contains(label), "{label} not in {text}");
+    }
+}

@@ -20,6 +20,14 @@
  *   lock_unlock_lat        MPI_Win_lock(EXCLUSIVE, 1) + 8 B put + unlock
  *   fence_lat              fence + 8 B put + fence (both ranks)
  *   pscw_lat               start/8 B put/complete against post/wait
+ *   halo_lat               one step of a 2-D halo exchange (every rank): each
+ *                          rank owns a 1024 x 1024 f64 block in a row-major
+ *                          1024 x 1026 window (a halo column on each side);
+ *                          it puts its first and last interior columns
+ *                          (MPI_Type_vector(1024, 1, 1026, MPI_DOUBLE), on
+ *                          origin and target) into its ring neighbours'
+ *                          halo columns, then MPI_Win_fence; "size" is the
+ *                          grid side (1024)
  *
  * Method (as onesided-bench): warm-up, calibration (iterations x4 until one
  * call takes T/20), iters = min(N, T / time per iteration), at least 3;
@@ -49,10 +57,10 @@
 #include <time.h>
 
 enum { PUT_LAT, GET_LAT, PUT_BW, GET_BW, ACC_LAT, ACC_RATE, FOP_LAT, CAS_LAT,
-       MSG_RATE, LOCK_UNLOCK_LAT, FENCE_LAT, PSCW_LAT, NOPS };
+       MSG_RATE, LOCK_UNLOCK_LAT, FENCE_LAT, PSCW_LAT, HALO_LAT, NOPS };
 static const char *names[NOPS] = {"put_lat", "get_lat", "put_bw", "get_bw", "acc_lat",
                                   "acc_rate", "fop_lat", "cas_lat", "msg_rate",
-                                  "lock_unlock_lat", "fence_lat", "pscw_lat"};
+                                  "lock_unlock_lat", "fence_lat", "pscw_lat", "halo_lat"};
 #define BW_WINDOW 64
 #define ACC_BATCH 1024
 #define RATE_BATCH 64
@@ -61,6 +69,9 @@ static const char *names[NOPS] = {"put_lat", "get_lat", "put_bw", "get_bw", "acc
 #define MAX_REPS 1000
 /* The atomic words sit after the data area of the passive window. */
 #define ATOMIC_AREA 64
+/* halo_lat: the side of each rank's block; a row has HALO_N + 2 doubles. */
+#define HALO_N 1024
+#define HALO_W (HALO_N + 2)
 enum { STEP = 1, STOP = 2 };
 
 static int rank, nranks;
@@ -69,6 +80,9 @@ static char *pbase, *lbase, *abase;
 static size_t data_bytes; /* data area of the passive window */
 static char *obuf;
 static MPI_Group g_origin, g_target;
+static MPI_Win wh; /* halo window (only when halo_lat runs) */
+static double *hbase;
+static MPI_Datatype column;
 static double opt_T = 0.5;
 static int opt_reps = 5;
 static long opt_max = 10000;
@@ -146,8 +160,53 @@ static void returned(const char *what, int64_t old)
     }
 }
 
+/* ---- halo_lat (every rank) ---- */
+
+/* The value of interior point (r, c), 1 <= c <= HALO_N, of rank `owner`. */
+static double halo_value(int owner, int r, int c)
+{
+    return owner * 1e7 + r * 1e3 + c;
+}
+
+static void halo_init(void)
+{
+    for (int r = 0; r < HALO_N; r++)
+        for (int c = 0; c < HALO_W; c++)
+            hbase[r * HALO_W + c] = c == 0 || c == HALO_N + 1 ? 0.0 : halo_value(rank, r, c);
+}
+
+/* iters exchanges: both boundary columns to the ring neighbours, fence. */
+static void halo_run(long iters)
+{
+    int left = (rank + nranks - 1) % nranks, right = (rank + 1) % nranks;
+    for (int r = 0; r < HALO_N; r++) /* empty the halos: the check sees fresh data */
+        hbase[r * HALO_W] = hbase[r * HALO_W + HALO_N + 1] = 0.0;
+    MPI_Win_fence(MPI_MODE_NOPRECEDE, wh);
+    for (long i = 0; i < iters; i++) {
+        MPI_Put(hbase + 1, 1, column, left, HALO_N + 1, 1, column, wh);
+        MPI_Put(hbase + HALO_N, 1, column, right, 0, 1, column, wh);
+        MPI_Win_fence(i + 1 == iters ? MPI_MODE_NOSUCCEED : 0, wh);
+    }
+}
+
+/* Halo elements of this rank that do not hold the neighbours' boundary. */
+static long halo_wrong(void)
+{
+    int left = (rank + nranks - 1) % nranks, right = (rank + 1) % nranks;
+    long bad = 0;
+    for (int r = 0; r < HALO_N; r++) {
+        bad += hbase[r * HALO_W] != halo_value(left, r, HALO_N);
+        bad += hbase[r * HALO_W + HALO_N + 1] != halo_value(right, r, 1);
+    }
+    return bad;
+}
+
 static void run(int op, size_t size, long iters, uint64_t *seq)
 {
+    if (op == HALO_LAT) {
+        halo_run(iters);
+        return;
+    }
     MPI_Aint acc = data_bytes, fop = data_bytes + 8, cas = data_bytes + 16;
     double one = 1.0;
     int64_t inc = 1, old;
@@ -233,6 +292,13 @@ static int target_step(int op, long iters)
     int64_t v = -1;
     if (op == PSCW_LAT && rank != 1)
         return 0; /* only rank 1 is in the exposure group */
+    if (op == HALO_LAT) {
+        halo_run(iters);
+        long bad = halo_wrong();
+        if (bad)
+            fprintf(stderr, "rank %d: after halo_lat: %ld halo elements wrong\n", rank, bad);
+        return bad != 0;
+    }
     if (op == FENCE_LAT || op == PSCW_LAT) {
         for (long i = 0; i < iters; i++) {
             if (op == FENCE_LAT) {
@@ -361,6 +427,15 @@ static void check_after(int op, size_t size, const char *want)
             checked++;
     } else if (op == LOCK_UNLOCK_LAT) {
         checked++; /* rank 1 checks at STOP */
+    } else if (op == HALO_LAT) {
+        long bad = halo_wrong(); /* the other ranks check theirs after each step */
+        if (bad) {
+            char m[300];
+            snprintf(m, sizeof m, "%s: %ld of rank 0's %d halo elements wrong", label, bad,
+                     2 * HALO_N);
+            fail(m);
+        } else
+            checked++;
     }
 }
 
@@ -373,7 +448,7 @@ static void origin(const int *ops_sel, int nops)
         int op = ops_sel[k];
         int sized = op <= GET_BW;
         for (int s = 0; s < (sized ? nsizes : 1); s++) {
-            size_t size = sized ? sizes[s] : 8;
+            size_t size = sized ? sizes[s] : op == HALO_LAT ? HALO_N : 8;
             if (op == GET_LAT || op == GET_BW) {
                 stamp(size, ++seq);
                 MPI_Put(obuf, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, wp);
@@ -522,6 +597,16 @@ int main(int argc, char **argv)
     MPI_Win_allocate(data_bytes + ATOMIC_AREA, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &pbase, &wp);
     MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &lbase, &wl);
     MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &abase, &wa);
+    int halo = 0;
+    for (int k = 0; k < nops; k++)
+        halo |= sel[k] == HALO_LAT;
+    if (halo) {
+        MPI_Type_vector(HALO_N, 1, HALO_W, MPI_DOUBLE, &column);
+        MPI_Type_commit(&column);
+        MPI_Win_allocate((MPI_Aint)HALO_N * HALO_W * sizeof(double), sizeof(double),
+                         MPI_INFO_NULL, MPI_COMM_WORLD, &hbase, &wh);
+        halo_init();
+    }
     MPI_Group world;
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     int r0 = 0, r1 = 1;
@@ -545,6 +630,10 @@ int main(int argc, char **argv)
     MPI_Group_free(&g_origin);
     MPI_Group_free(&g_target);
     MPI_Group_free(&world);
+    if (halo) {
+        MPI_Win_free(&wh);
+        MPI_Type_free(&column);
+    }
     MPI_Win_free(&wa);
     MPI_Win_free(&wl);
     MPI_Win_free(&wp);

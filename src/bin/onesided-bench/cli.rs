@@ -18,7 +18,7 @@ pub struct Cli {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "put_lat,get_lat,put_bw,get_bw,acc_lat,acc_rate,fop_lat,cas_lat,fence_lat,pscw_lat,msg_rate,lock_unlock_lat"
+        default_value = "put_lat,get_lat,put_bw,get_bw,acc_lat,acc_rate,fop_lat,cas_lat,fence_lat,pscw_lat,msg_rate,lock_unlock_lat,halo_lat"
     )]
     pub ops: Vec<Op>,
     /// Message sizes in bytes (suffixes K, M = KiB, MiB), comma-separated.

@@ -15,6 +15,7 @@
 
 mod atomics;
 mod cli;
+mod halo;
 mod op;
 mod patterns;
 mod plot;
@@ -33,6 +34,7 @@ use onesided::{Window, World};
 
 use atomics::{AtomicWindows, Atomics};
 use cli::Cli;
+use halo::{Halo, HALO_N};
 use patterns::{Mode, Op, Origin};
 use report::{emit, header, Record};
 use steps::{target, verify, Commander, CTL_WORDS, RUN, STOP};
@@ -110,6 +112,7 @@ fn origin(
     win: Window<'_, u8>,
     ctl: &Window<'_, u64>,
     aw: &AtomicWindows<'_>,
+    halo: &mut Option<Halo<'_>>,
     max_size: usize,
 ) -> Result<Outcome, Box<dyn Error>> {
     let n = world.size();
@@ -137,6 +140,7 @@ fn origin(
     };
     let reps = cli.reps as usize;
     let step = |o: &mut Origin<'_>,
+                halo: &mut Option<Halo<'_>>,
                 atom: &mut Atomics<'_, '_>,
                 pscw: &mut pscw::RawPscw<'_, '_>,
                 cmd: &mut Commander<'_, '_>,
@@ -150,6 +154,8 @@ fn origin(
             atom.run(op, mode, iters)?
         } else if op == Op::PscwLat {
             pscw.origin(o, mode, iters)?
+        } else if op == Op::HaloLat {
+            halo_of(halo)?.run(iters)?
         } else {
             o.run(op, mode, size, iters)?
         };
@@ -159,12 +165,17 @@ fn origin(
     for &op in &cli.ops {
         let sizes = if op.sized() {
             cli.sizes.clone()
+        } else if op == Op::HaloLat {
+            vec![HALO_N]
         } else {
             vec![8]
         };
         let per_iter = op.ops_per_iter(n);
         for size in sizes {
             for &mode in modes {
+                if op == Op::HaloLat && mode == Mode::Raw {
+                    continue; // no transport-level equivalent of a layout and a fence
+                }
                 let label = format!("{} {} {}", op.name(), size, mode.name());
                 o.clear_stamps();
                 if op.atomic() {
@@ -181,12 +192,16 @@ fn origin(
                 } else {
                     10.min(cli.max_iters)
                 };
-                step(&mut o, &mut atom, &mut pscw, &mut cmd, op, mode, size, warm)?;
+                step(
+                    &mut o, halo, &mut atom, &mut pscw, &mut cmd, op, mode, size, warm,
+                )?;
                 // Calibrate: grow until one call takes a twentieth of the target.
                 let mut it = 1u64;
                 let per = loop {
-                    let t = step(&mut o, &mut atom, &mut pscw, &mut cmd, op, mode, size, it)?
-                        .as_secs_f64();
+                    let t = step(
+                        &mut o, halo, &mut atom, &mut pscw, &mut cmd, op, mode, size, it,
+                    )?
+                    .as_secs_f64();
                     if t >= cli.time / 20.0 || it >= cli.max_iters {
                         break t / it as f64;
                     }
@@ -196,7 +211,7 @@ fn origin(
                 let mut per_op_us = Vec::with_capacity(reps);
                 for _ in 0..reps {
                     let t = step(
-                        &mut o, &mut atom, &mut pscw, &mut cmd, op, mode, size, iters,
+                        &mut o, halo, &mut atom, &mut pscw, &mut cmd, op, mode, size, iters,
                     )?;
                     per_op_us.push(t.as_secs_f64() * 1e6 / (iters as f64 * per_iter as f64));
                 }
@@ -226,6 +241,19 @@ fn origin(
                             .checked
                             .push(format!("{label}: {} expected old values", atom.count)),
                         None => {}
+                    }
+                }
+                if op == Op::HaloLat {
+                    // Every rank checks its halos after the last step.
+                    o.last_stamp.fill(1);
+                    o.last_stamp[0] = 0;
+                    let stamp = if cli.expect_wrong { 1_000_001 } else { 1 };
+                    match halo_of(halo)?.wrong(stamp)? {
+                        0 => out.checked.push(format!("{label}: rank 0's halos")),
+                        bad => out.failed.push(format!(
+                            "{label}: {bad} of rank 0's {} halo elements wrong",
+                            2 * HALO_N
+                        )),
                     }
                 }
                 verify(&mut cmd, &o.last_stamp, op, mode, size, &label, &mut out)?;
@@ -264,6 +292,12 @@ fn origin(
     Ok(out)
 }
 
+/// The halo window, allocated when `halo_lat` is among the patterns.
+fn halo_of<'a, 'w>(halo: &'a mut Option<Halo<'w>>) -> onesided::Result<&'a mut Halo<'w>> {
+    halo.as_mut()
+        .ok_or_else(|| onesided::Error::InvalidArgument("halo_lat: no halo window".into()))
+}
+
 fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     let world = World::init()?;
     if world.size() < 2 {
@@ -283,20 +317,28 @@ fn run(cli: &Cli) -> Result<bool, Box<dyn Error>> {
     let win = Window::<u8>::allocate(&world, max_size)?;
     let mut ctl = Window::<u64>::allocate(&world, CTL_WORDS)?;
     let aw = AtomicWindows::allocate(&world)?;
+    let mut halo = if cli.ops.contains(&Op::HaloLat) {
+        Some(Halo::allocate(&world)?)
+    } else {
+        None
+    };
     ctl.lock_all()?;
     let ok = if world.rank() == 0 {
-        let out = origin(&world, cli, win, &ctl, &aw, max_size)?;
+        let out = origin(&world, cli, win, &ctl, &aw, &mut halo, max_size)?;
         ctl.unlock_all()?;
         ctl.free()?;
         aw.free()?;
         emit(cli, head, out)?
     } else {
-        let ok = target(&world, win, &ctl, &aw)?;
+        let ok = target(&world, win, &ctl, &aw, &mut halo)?;
         ctl.unlock_all()?;
         ctl.free()?;
         aw.free()?;
         ok
     };
+    if let Some(h) = halo {
+        h.free()?;
+    }
     Ok(ok)
 }
 

@@ -53,10 +53,14 @@ pub enum Op {
     /// the round trip, as `ib_write_lat` reports).
     #[value(name = "put_pingpong")]
     PutPingpong,
+    /// One step of a 2-D halo exchange at every rank: two strided column
+    /// puts to the ring neighbours + fence (`halo.rs`; onesided mode only).
+    #[value(name = "halo_lat")]
+    HaloLat,
 }
 
 impl Op {
-    pub const ALL: [Op; 13] = [
+    pub const ALL: [Op; 14] = [
         Op::PutLat,
         Op::GetLat,
         Op::PutBw,
@@ -70,6 +74,7 @@ impl Op {
         Op::CasLat,
         Op::PscwLat,
         Op::PutPingpong,
+        Op::HaloLat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +92,7 @@ impl Op {
             Op::CasLat => "cas_lat",
             Op::PscwLat => "pscw_lat",
             Op::PutPingpong => "put_pingpong",
+            Op::HaloLat => "halo_lat",
         }
     }
 
@@ -126,7 +132,10 @@ impl Op {
     /// Whether the targets take part (collective synchronization; for
     /// `pscw_lat` only rank 1, the exposure side).
     pub fn collective(self) -> bool {
-        matches!(self, Op::FenceLat | Op::PscwLat | Op::PutPingpong)
+        matches!(
+            self,
+            Op::FenceLat | Op::PscwLat | Op::PutPingpong | Op::HaloLat
+        )
     }
 
     /// Whether the figure of merit is bandwidth.

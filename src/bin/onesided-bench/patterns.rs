@@ -255,9 +255,9 @@ impl<'w> Origin<'w> {
                     // The pong: rank 1 writes the same stamp into our window.
                     wait_word(&self.win, s)?;
                 }
-                Op::AccLat | Op::AccRate | Op::FopLat | Op::CasLat | Op::PscwLat => {
+                Op::AccLat | Op::AccRate | Op::FopLat | Op::CasLat | Op::PscwLat | Op::HaloLat => {
                     return Err(onesided::Error::InvalidArgument(format!(
-                        "{} runs in atomics.rs / pscw.rs",
+                        "{} runs in atomics.rs / pscw.rs / halo.rs",
                         op.name()
                     )))
                 }

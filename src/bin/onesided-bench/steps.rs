@@ -8,6 +8,7 @@ use std::error::Error;
 use onesided::{Window, World};
 
 use crate::atomics::AtomicWindows;
+use crate::halo::Halo;
 use crate::patterns::{expected, target_run, Mode, Op};
 use crate::pscw::RawPscw;
 use crate::Outcome;
@@ -105,6 +106,7 @@ pub fn target(
     mut win: Window<'_, u8>,
     ctl: &Window<'_, u64>,
     aw: &AtomicWindows<'_>,
+    halo: &mut Option<Halo<'_>>,
 ) -> Result<bool, Box<dyn Error>> {
     let mut last = 0u64;
     let mut failures = 0u64;
@@ -121,6 +123,20 @@ pub fn target(
         let mode = if w[5] == 1 { Mode::Raw } else { Mode::Onesided };
         let (size, iters, stamp) = (w[3] as usize, w[4], w[6]);
         match w[1] {
+            RUN if op == Op::HaloLat => {
+                crate::halo_of(halo)?.run(iters)?;
+            }
+            VERIFY if stamp != 0 && op == Op::HaloLat => {
+                let bad = crate::halo_of(halo)?.wrong(stamp)?;
+                if bad != 0 {
+                    failures += 1;
+                    eprintln!(
+                        "rank {}: after halo_lat: {bad} halo elements wrong",
+                        world.rank()
+                    );
+                    ctl.local_write(FAILURES_WORD, &[failures])?;
+                }
+            }
             RUN => target_run(world, &win, &mut pscw, op, mode, iters)?,
             VERIFY if stamp != 0 && op.atomic() => {
                 if let Err(e) = aw.check(op, stamp)? {
