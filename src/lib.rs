@@ -60,7 +60,7 @@ pub mod launcher;
 pub mod stats;
 
 pub use api::element::{Element, Integer};
-pub use api::group::{Comm, Group};
+pub use api::group::{Comm, CommRef, Group};
 pub use api::layout::Layout;
 pub use api::op::{AnyOp, FetchOpFor, IntOp, NoOp, Op, OpFor};
 pub use api::request::Request;

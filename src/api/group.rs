@@ -83,6 +83,116 @@ impl<'a> sealed::AsTeam<'a> for Team<'a> {
 }
 impl<'a> Comm<'a> for Team<'a> {}
 
+/// A world or a group chosen at run time — what a binding's communicator
+/// handle holds, or code that works on either: the collectives of both,
+/// and a [`Comm`] for window creation. Ranks are the group's for a group.
+#[derive(Clone, Copy)]
+pub enum CommRef<'a> {
+    /// The whole job.
+    World(&'a World),
+    /// A group of it.
+    Group(&'a Group<'a>),
+}
+
+impl std::fmt::Debug for CommRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommRef::World(w) => write!(f, "CommRef::World(rank {} of {})", w.rank(), w.size()),
+            CommRef::Group(g) => f.debug_tuple("CommRef::Group").field(g).finish(),
+        }
+    }
+}
+
+impl<'a> sealed::AsTeam<'a> for CommRef<'a> {
+    fn team(self) -> Team<'a> {
+        match self {
+            CommRef::World(w) => w.team(),
+            CommRef::Group(g) => g.team(),
+        }
+    }
+}
+impl<'a> Comm<'a> for CommRef<'a> {}
+
+impl<'a> CommRef<'a> {
+    /// This process's rank in it.
+    pub fn rank(self) -> usize {
+        match self {
+            CommRef::World(w) => w.rank(),
+            CommRef::Group(g) => g.rank(),
+        }
+    }
+
+    /// The number of processes in it.
+    pub fn size(self) -> usize {
+        match self {
+            CommRef::World(w) => w.size(),
+            CommRef::Group(g) => g.size(),
+        }
+    }
+
+    /// The world it belongs to.
+    pub fn world(self) -> &'a World {
+        match self {
+            CommRef::World(w) => w,
+            CommRef::Group(g) => g.world(),
+        }
+    }
+
+    /// [`World::barrier`] or [`Group::barrier`].
+    ///
+    /// # Errors
+    /// As theirs.
+    pub fn barrier(self) -> Result<()> {
+        sealed::AsTeam::team(self).barrier()
+    }
+
+    /// [`World::broadcast`] or [`Group::broadcast`].
+    ///
+    /// # Errors
+    /// As theirs.
+    pub fn broadcast<T: Element>(self, root: usize, data: &mut [T]) -> Result<()> {
+        crate::api::collective::broadcast(sealed::AsTeam::team(self), root, data)
+    }
+
+    /// [`World::allgather`] or [`Group::allgather`].
+    ///
+    /// # Errors
+    /// As theirs.
+    pub fn allgather<T: Element>(self, mine: &[T]) -> Result<Vec<T>> {
+        crate::api::collective::allgather(sealed::AsTeam::team(self), mine)
+    }
+
+    /// [`World::allreduce`] or [`Group::allreduce`].
+    ///
+    /// # Errors
+    /// As theirs.
+    pub fn allreduce<T: Element>(self, data: &mut [T], op: impl Into<AnyOp>) -> Result<()> {
+        crate::api::collective::allreduce(sealed::AsTeam::team(self), data, op.into())
+    }
+
+    /// [`World::split`] or [`Group::split`].
+    ///
+    /// # Errors
+    /// As theirs.
+    pub fn split(self, color: Option<u32>, key: i64) -> Result<Option<Group<'a>>> {
+        match self {
+            CommRef::World(w) => w.split(color, key),
+            CommRef::Group(g) => g.split(color, key),
+        }
+    }
+
+    /// [`World::subgroup`] or [`Group::subgroup`].
+    ///
+    /// # Errors
+    /// As theirs.
+    pub fn subgroup(self, ranks: &[usize]) -> Result<Option<Group<'a>>> {
+        match self {
+            CommRef::World(w) => w.subgroup(ranks),
+            CommRef::Group(g) => g.subgroup(ranks),
+        }
+    }
+}
+
 /// A subset of the job's processes, numbered 0..size in the order the
 /// creating call gave them. See the module documentation.
 ///

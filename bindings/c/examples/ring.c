@@ -6,7 +6,9 @@
  * post/start/complete/wait epoch, and broadcast, allreduce and allgather
  * are checked, then a window over the program's own memory and a dynamic
  * window, request-based rput/rget/raccumulate and a node-shared window
- * read through its pointers. Every byte is
+ * read through its pointers, then groups: the ranks split by parity, each
+ * half sums its ranks and runs a ring of puts over a window of its own,
+ * and the even ranks form a subgroup from a rank list. Every byte is
  * checked; exit status 0 means it all
  * held. Error paths a C caller meets are checked too (wrong datatype,
  * NULL buffer, out of window, stale handle), each followed by a correct
@@ -380,6 +382,69 @@ int main(void)
     EXPECT(onesided_win_shared_query(sw, n, &rcount, &rbase), ONESIDED_ERR_ARG);
     CHECK(onesided_fence(sw, 0));
     CHECK(onesided_win_free(sw));
+
+    /* Groups: split by parity, ranked by descending world rank. */
+    onesided_world_t half = 0;
+    CHECK(onesided_split(world, (int)(me % 2), -(int64_t)me, &half));
+    size_t hr, hn;
+    CHECK(onesided_rank(half, &hr));
+    CHECK(onesided_size(half, &hn));
+    if (hn != (n - me % 2 + 1) / 2) {
+        fprintf(stderr, "[%zu] parity group of %zu ranks\n", me, hn);
+        return 1;
+    }
+    int64_t members = (int64_t)me;
+    CHECK(onesided_allreduce(half, ONESIDED_INT64, ONESIDED_SUM, &members, 1));
+    int64_t want_sum = 0;
+    for (size_t r = me % 2; r < n; r += 2)
+        want_sum += (int64_t)r;
+    if (members != want_sum) {
+        fprintf(stderr, "[%zu] parity group sum %" PRId64 ", expected %" PRId64 "\n", me,
+                members, want_sum);
+        return 1;
+    }
+    /* A ring inside the group: group rank r puts its world rank to r + 1. */
+    onesided_win_t gw = 0;
+    CHECK(onesided_win_allocate(half, ONESIDED_UINT64, 2, &gw));
+    CHECK(onesided_fence(gw, 0));
+    uint64_t mine_id[2] = {me, hr};
+    CHECK(onesided_put(gw, ONESIDED_UINT64, mine_id, 2, (hr + 1) % hn, 0));
+    EXPECT(onesided_put(gw, ONESIDED_UINT64, mine_id, 2, hn, 0), ONESIDED_ERR_ARG);
+    CHECK(onesided_fence(gw, 0));
+    uint64_t from[2];
+    CHECK(onesided_win_read_local(gw, ONESIDED_UINT64, 0, from, 2));
+    /* Group rank hr - 1 is world rank me + 2 (descending keys), wrapping
+     * to the lowest rank of this parity. */
+    size_t prev = (hr + hn - 1) % hn;
+    size_t want_from = hr == 0 ? me % 2 : me + 2;
+    if (from[0] != want_from || from[1] != prev) {
+        fprintf(stderr, "[%zu] group ring: got (%" PRIu64 ", %" PRIu64 "), expected (%zu, %zu)\n",
+                me, from[0], from[1], want_from, prev);
+        return 1;
+    }
+    EXPECT(onesided_group_free(half), ONESIDED_ERR_BUSY);
+    CHECK(onesided_win_free(gw));
+    CHECK(onesided_group_free(half));
+    EXPECT(onesided_barrier(half), ONESIDED_ERR_HANDLE);
+    /* The even ranks from a list; the others get no group. */
+    size_t evens[64], ne = 0;
+    for (size_t r = 0; r < n && ne < 64; r += 2)
+        evens[ne++] = r;
+    onesided_world_t even = 0;
+    CHECK(onesided_subgroup(world, evens, ne, &even));
+    if ((me % 2 == 0) != (even != 0)) {
+        fprintf(stderr, "[%zu] subgroup handle %" PRIu64 "\n", me, even);
+        return 1;
+    }
+    if (even) {
+        uint64_t b = me == 0 ? 4242 : 0;
+        CHECK(onesided_broadcast(even, 0, ONESIDED_UINT64, &b, 1));
+        if (b != 4242) {
+            fprintf(stderr, "[%zu] subgroup broadcast gave %" PRIu64 "\n", me, b);
+            return 1;
+        }
+        CHECK(onesided_group_free(even));
+    }
 
     CHECK(onesided_finalize(world));
     EXPECT(onesided_barrier(world), ONESIDED_ERR_HANDLE);

@@ -162,6 +162,10 @@
 // No other process holds or attempts a conflicting lock.
 #define ONESIDED_MODE_NOCHECK 16
 
+// `color` for `onesided_split` of a process that joins no group
+// (`MPI_UNDEFINED`): any negative colour.
+#define ONESIDED_UNDEFINED -1
+
 // A job (one per process): from [`onesided_init`] until [`onesided_finalize`].
 typedef uint64_t onesided_world_t;
 
@@ -323,6 +327,43 @@ int onesided_win_attach(onesided_win_t win, int datatype, size_t count, size_t *
 // Detaches the region attached at `disp` (`MPI_Win_detach`; local) and
 // frees it. Peers' later accesses to it are errors at their side.
 int onesided_win_detach(onesided_win_t win, size_t disp);
+
+// `MPI_Comm_split` (collective over `comm`, a world or a group): the
+// processes that pass the same `color` form a group, ranked by `key`
+// (ties by rank in `comm`); `*group` receives its handle, or 0 where
+// `color` is negative (`ONESIDED_UNDEFINED`). A group handle works
+// wherever a world handle does (rank, size, collectives, window
+// creation, another split); free it with `onesided_group_free`.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_split(onesided_world_t comm, int color, int64_t key, onesided_world_t *group);
+
+// `MPI_Comm_create` from a rank list (collective over `comm`; every
+// process passes the same `n` ranks of `comm`): the group of those
+// processes, ranked in the list's order. `*group` receives its handle,
+// or 0 on a process not in the list.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_subgroup(onesided_world_t comm,
+                      const size_t *ranks,
+                      size_t n,
+                      onesided_world_t *group);
+
+// Frees a group made by `onesided_split` or `onesided_subgroup` (local;
+// every member must have finished its collectives on it). Windows made
+// over it must be freed first (`ONESIDED_ERR_BUSY` otherwise, and the
+// group stays usable; groups split from it may outlive it); a world
+// handle is refused with
+// `ONESIDED_ERR_ARG`. The handle is invalid afterwards.
+int onesided_group_free(onesided_world_t group);
 
 // Frees the window (collective). Inside an epoch it returns
 // `ONESIDED_ERR_EPOCH` and the window stays usable; after success the

@@ -40,7 +40,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use onesided::{AnyOp, Assert, Error, ErrorKind, LockType, Window, World};
+use onesided::{AnyOp, Assert, CommRef, Error, ErrorKind, Group, LockType, Window, World};
 
 use handles::Table;
 
@@ -274,11 +274,37 @@ pub extern "C" fn onesided_error_name(code: c_int) -> *const c_char {
 
 // ---------------------------------------------------------------- state
 
-/// A world and the number of its windows still allocated.
+/// What a communicator handle holds: a world, or a group of one.
+enum CommObj {
+    World(Box<World>),
+    Group(Box<Group<'static>>),
+}
+
+impl CommObj {
+    /// The communicator, for the length of a borrow of the entry.
+    fn as_ref(&self) -> CommRef<'_> {
+        match self {
+            CommObj::World(w) => CommRef::World(w),
+            CommObj::Group(g) => CommRef::Group(g),
+        }
+    }
+}
+
+/// A communicator (world or group) and the number of windows and groups
+/// made over it that are still alive.
+///
+/// Invariant: a group's entry holds its world's entry (`root`) and is
+/// counted in the world's `windows` from its creation until
+/// `onesided_group_free` dropped the group; a window's entry is counted in
+/// the entry it was made over until `onesided_win_free` dropped it. A
+/// world is finalized, and a group freed, only while its count is 0. So
+/// every `World` and `Group` outlives whatever borrows it, at the stable
+/// address of its `Box`.
 struct WorldEntry {
-    /// `None` once finalized. Boxed: windows borrow the `World` at a
-    /// stable address (see `world_ref`).
-    world: RwLock<Option<Box<World>>>,
+    /// `None` once finalized or freed.
+    world: RwLock<Option<CommObj>>,
+    /// For a group: its world's entry (`None` for a world).
+    root: Option<Arc<WorldEntry>>,
     windows: AtomicUsize,
 }
 
@@ -393,20 +419,25 @@ fn poisoned() -> Fail {
     )
 }
 
-/// Runs `f` on the live world of handle `h`.
+/// Runs `f` on the live communicator (world or group) of handle `h`.
 fn with_world<R>(
     h: onesided_world_t,
-    f: impl FnOnce(&World) -> Result<R, Fail>,
+    f: impl FnOnce(CommRef<'_>) -> Result<R, Fail>,
 ) -> Result<R, Fail> {
     let e = world_entry(h)?;
     let g = e.world.read().map_err(|_| poisoned())?;
-    match g.as_deref() {
-        Some(w) => f(w),
-        None => Err(Fail(
-            ONESIDED_ERR_HANDLE,
-            format!("world {h:#x} was finalized"),
-        )),
+    match g.as_ref() {
+        Some(c) => f(c.as_ref()),
+        None => Err(gone(h)),
     }
+}
+
+/// The error for a finalized world or freed group handle.
+fn gone(h: onesided_world_t) -> Fail {
+    Fail(
+        ONESIDED_ERR_HANDLE,
+        format!("world or group {h:#x} was finalized or freed"),
+    )
 }
 
 /// Runs `f` on the live window of handle `h`, checking that the call's
@@ -556,7 +587,8 @@ pub unsafe extern "C" fn onesided_init(world: *mut onesided_world_t) -> c_int {
         }
         let w = World::init()?;
         let h = WORLDS.insert(WorldEntry {
-            world: RwLock::new(Some(Box::new(w))),
+            world: RwLock::new(Some(CommObj::World(Box::new(w)))),
+            root: None,
             windows: AtomicUsize::new(0),
         });
         // SAFETY: non-NULL; the caller passes a pointer valid for one
@@ -574,19 +606,21 @@ pub unsafe extern "C" fn onesided_init(world: *mut onesided_world_t) -> c_int {
 pub extern "C" fn onesided_finalize(world: onesided_world_t) -> c_int {
     call("onesided_finalize", || {
         let e = world_entry(world)?;
+        if e.root.is_some() {
+            return Err(arg(format!(
+                "{world:#x} is a group: free it with onesided_group_free"
+            )));
+        }
         let mut g = e.world.write().map_err(|_| poisoned())?;
         let n = e.windows.load(Ordering::SeqCst);
         if n > 0 {
             return Err(Fail(
                 ONESIDED_ERR_BUSY,
-                format!("world {world:#x} still has {n} window(s): free them first"),
+                format!("world {world:#x} still has {n} window(s) or group(s): free them first"),
             ));
         }
-        let Some(w) = g.take() else {
-            return Err(Fail(
-                ONESIDED_ERR_HANDLE,
-                format!("world {world:#x} was finalized"),
-            ));
+        let Some(CommObj::World(w)) = g.take() else {
+            return Err(gone(world));
         };
         drop(g);
         WORLDS.remove(world);
@@ -601,7 +635,7 @@ pub extern "C" fn onesided_finalize(world: onesided_world_t) -> c_int {
 #[no_mangle]
 pub extern "C" fn onesided_abort(world: onesided_world_t, code: c_int) -> c_int {
     call("onesided_abort", || {
-        with_world(world, |w| -> Result<(), Fail> { w.abort(code) })
+        with_world(world, |w| -> Result<(), Fail> { w.world().abort(code) })
     })
 }
 
@@ -726,7 +760,7 @@ pub unsafe extern "C" fn onesided_win_create(
     win: *mut onesided_win_t,
 ) -> c_int {
     call("onesided_win_create", || {
-        let make = |w: &'static World| {
+        let make = |w: CommRef<'static>| {
             by_window_type!(datatype, |T| {
                 // SAFETY: `base` holds `count` elements until the window is
                 // freed (this function's contract), checked for NULL,
@@ -883,25 +917,22 @@ unsafe fn new_window(
     world: onesided_world_t,
     datatype: c_int,
     win: *mut onesided_win_t,
-    make: impl FnOnce(&'static World) -> Result<AnyWin, Fail>,
+    make: impl FnOnce(CommRef<'static>) -> Result<AnyWin, Fail>,
 ) -> Result<(), Fail> {
     if win.is_null() {
         return Err(arg("win is NULL"));
     }
     let e = world_entry(world)?;
     let g = e.world.read().map_err(|_| poisoned())?;
-    let Some(w) = g.as_deref() else {
-        return Err(Fail(
-            ONESIDED_ERR_HANDLE,
-            format!("world {world:#x} was finalized"),
-        ));
+    let Some(c) = g.as_ref() else {
+        return Err(gone(world));
     };
-    // SAFETY: the `World` is boxed inside `e.world` and is dropped only
-    // by `onesided_finalize`, which refuses while `e.windows > 0`; the
-    // count is raised below before this window exists and lowered only
-    // after `onesided_win_free` dropped it. So the `World` outlives
-    // every window borrowing it, and its address is stable (a `Box`).
-    let w: &'static World = unsafe { &*(w as *const World) };
+    // SAFETY: `WorldEntry`'s invariant: the world or group is boxed inside
+    // `e.world`, dropped only while `e.windows` is 0; the count is raised
+    // below before this window exists and lowered only after
+    // `onesided_win_free` dropped it (a group's world outlives the group
+    // the same way). So both outlive the window, at stable addresses.
+    let w: CommRef<'static> = unsafe { comm_forever(c) };
     e.windows.fetch_add(1, Ordering::SeqCst);
     let made = match make(w) {
         Ok(m) => m,
@@ -920,6 +951,154 @@ unsafe fn new_window(
     // SAFETY: non-NULL, valid for one handle by the contract.
     unsafe { win.write(h) };
     Ok(())
+}
+
+/// The communicator of `c` with its lifetime extended.
+///
+/// # Safety
+/// The caller keeps the boxed world or group (and a group's world) alive
+/// and in place for as long as the result is used: `WorldEntry`'s
+/// counting invariant.
+unsafe fn comm_forever(c: &CommObj) -> CommRef<'static> {
+    match c {
+        // SAFETY: the caller's contract.
+        CommObj::World(w) => CommRef::World(unsafe { &*(&**w as *const World) }),
+        // SAFETY: the caller's contract.
+        CommObj::Group(g) => CommRef::Group(unsafe { &*(&**g as *const Group<'static>) }),
+    }
+}
+
+/// Makes a group with `make` over the live communicator of handle `comm`
+/// (counted in its world's entry while it lives) and stores its handle in
+/// `*out`, or 0 on a process that `make` left outside.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one handle.
+unsafe fn new_group(
+    comm: onesided_world_t,
+    out: *mut onesided_world_t,
+    make: impl FnOnce(CommRef<'static>) -> Result<Option<Group<'static>>, Fail>,
+) -> Result<(), Fail> {
+    if out.is_null() {
+        return Err(arg("group is NULL"));
+    }
+    let e = world_entry(comm)?;
+    let root = e.root.clone().unwrap_or_else(|| e.clone());
+    let g = e.world.read().map_err(|_| poisoned())?;
+    let Some(c) = g.as_ref() else {
+        return Err(gone(comm));
+    };
+    // SAFETY: as in `new_window`: the new group borrows only the world,
+    // which is finalized only while `root.windows` is 0, raised here
+    // before the group exists and lowered after `onesided_group_free`
+    // dropped it; `c` itself (a group) is alive while `g` is held.
+    let c: CommRef<'static> = unsafe { comm_forever(c) };
+    root.windows.fetch_add(1, Ordering::SeqCst);
+    let made = make(c);
+    drop(g);
+    let h = match made {
+        Ok(Some(group)) => WORLDS.insert(WorldEntry {
+            world: RwLock::new(Some(CommObj::Group(Box::new(group)))),
+            root: Some(root),
+            windows: AtomicUsize::new(0),
+        }),
+        other => {
+            root.windows.fetch_sub(1, Ordering::SeqCst);
+            other?;
+            0
+        }
+    };
+    // SAFETY: non-NULL, valid for one handle by the contract.
+    unsafe { out.write(h) };
+    Ok(())
+}
+
+/// `color` for `onesided_split` of a process that joins no group
+/// (`MPI_UNDEFINED`): any negative colour.
+pub const ONESIDED_UNDEFINED: c_int = -1;
+
+/// `MPI_Comm_split` (collective over `comm`, a world or a group): the
+/// processes that pass the same `color` form a group, ranked by `key`
+/// (ties by rank in `comm`); `*group` receives its handle, or 0 where
+/// `color` is negative (`ONESIDED_UNDEFINED`). A group handle works
+/// wherever a world handle does (rank, size, collectives, window
+/// creation, another split); free it with `onesided_group_free`.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_split(
+    comm: onesided_world_t,
+    color: c_int,
+    key: i64,
+    group: *mut onesided_world_t,
+) -> c_int {
+    call("onesided_split", || {
+        let color = u32::try_from(color).ok();
+        // SAFETY: `group` by the contract above.
+        unsafe { new_group(comm, group, |c| Ok(c.split(color, key)?)) }
+    })
+}
+
+/// `MPI_Comm_create` from a rank list (collective over `comm`; every
+/// process passes the same `n` ranks of `comm`): the group of those
+/// processes, ranked in the list's order. `*group` receives its handle,
+/// or 0 on a process not in the list.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_subgroup(
+    comm: onesided_world_t,
+    ranks: *const usize,
+    n: usize,
+    group: *mut onesided_world_t,
+) -> c_int {
+    call("onesided_subgroup", || {
+        // SAFETY: the caller's array holds `n` ranks.
+        let list = unsafe { in_slice(ranks, n, "ranks")? }.to_vec();
+        // SAFETY: `group` by the contract above.
+        unsafe { new_group(comm, group, |c| Ok(c.subgroup(&list)?)) }
+    })
+}
+
+/// Frees a group made by `onesided_split` or `onesided_subgroup` (local;
+/// every member must have finished its collectives on it). Windows made
+/// over it must be freed first (`ONESIDED_ERR_BUSY` otherwise, and the
+/// group stays usable; groups split from it may outlive it); a world
+/// handle is refused with
+/// `ONESIDED_ERR_ARG`. The handle is invalid afterwards.
+#[no_mangle]
+pub extern "C" fn onesided_group_free(group: onesided_world_t) -> c_int {
+    call("onesided_group_free", || {
+        let e = world_entry(group)?;
+        let Some(root) = e.root.clone() else {
+            return Err(arg(format!(
+                "{group:#x} is a world: end it with onesided_finalize"
+            )));
+        };
+        let mut g = e.world.write().map_err(|_| poisoned())?;
+        let n = e.windows.load(Ordering::SeqCst);
+        if n > 0 {
+            return Err(Fail(
+                ONESIDED_ERR_BUSY,
+                format!("group {group:#x} still has {n} window(s): free them first"),
+            ));
+        }
+        if g.take().is_none() {
+            return Err(gone(group));
+        }
+        drop(g);
+        WORLDS.remove(group);
+        root.windows.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    })
 }
 
 /// Frees the window (collective). Inside an epoch it returns

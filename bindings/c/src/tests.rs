@@ -219,6 +219,100 @@ unsafe fn singleton_job() {
 
     assert_eq!(onesided_win_free(win), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_win_free(win), ONESIDED_ERR_HANDLE);
+
+    // Groups: a split with an undefined colour gives no group; a split
+    // and a subgroup of the one process work like the world (rank, size,
+    // collectives, windows) and are freed after their windows.
+    let mut none: onesided_world_t = 7;
+    assert_eq!(
+        onesided_split(world, ONESIDED_UNDEFINED, 0, &mut none),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(none, 0);
+    assert_eq!(
+        onesided_split(world, 0, 0, std::ptr::null_mut()),
+        ONESIDED_ERR_ARG
+    );
+    let mut group: onesided_world_t = 0;
+    assert_eq!(
+        onesided_split(world, 3, 5, &mut group),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_ne!(group, 0);
+    let (mut grank, mut gsize) = (9usize, 0usize);
+    assert_eq!(onesided_rank(group, &mut grank), ONESIDED_SUCCESS);
+    assert_eq!(onesided_size(group, &mut gsize), ONESIDED_SUCCESS);
+    assert_eq!((grank, gsize), (0, 1));
+    let mut sum: [f64; 2] = [1.5, 2.5];
+    assert_eq!(
+        onesided_allreduce(
+            group,
+            ONESIDED_DOUBLE,
+            ONESIDED_SUM,
+            sum.as_mut_ptr().cast(),
+            2
+        ),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(sum, [1.5, 2.5]);
+    let mut sub: onesided_world_t = 0;
+    let ranks = [0usize];
+    assert_eq!(
+        onesided_subgroup(group, ranks.as_ptr(), 1, &mut sub),
+        ONESIDED_SUCCESS
+    );
+    let bad = [1usize];
+    let mut never: onesided_world_t = 0;
+    assert_eq!(
+        onesided_subgroup(world, bad.as_ptr(), 1, &mut never),
+        ONESIDED_ERR_ARG
+    );
+    assert!(last().contains("1"), "{}", last());
+    let mut gwin: onesided_win_t = 0;
+    assert_eq!(
+        onesided_win_allocate(group, ONESIDED_INT64, 4, &mut gwin),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(onesided_fence(gwin, 0), ONESIDED_SUCCESS);
+    let v: [i64; 2] = [41, 42];
+    assert_eq!(
+        onesided_put(gwin, ONESIDED_INT64, v.as_ptr().cast(), 2, 0, 1),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(onesided_fence(gwin, 0), ONESIDED_SUCCESS);
+    let mut back = [0i64; 4];
+    assert_eq!(
+        onesided_win_read_local(gwin, ONESIDED_INT64, 0, back.as_mut_ptr().cast(), 4),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(back, [0, 41, 42, 0]);
+    // A group with a window is busy; a world is no group and a group no world.
+    assert_eq!(onesided_group_free(group), ONESIDED_ERR_BUSY);
+    assert!(last().contains("window"), "{}", last());
+    assert_eq!(onesided_group_free(world), ONESIDED_ERR_ARG);
+    assert_eq!(onesided_finalize(group), ONESIDED_ERR_ARG);
+    // The world is busy while its groups live.
+    assert_eq!(onesided_win_free(gwin), ONESIDED_SUCCESS, "{}", last());
+    assert_eq!(onesided_group_free(group), ONESIDED_SUCCESS, "{}", last());
+    assert_eq!(onesided_group_free(group), ONESIDED_ERR_HANDLE);
+    assert_eq!(onesided_rank(group, &mut grank), ONESIDED_ERR_HANDLE);
+    assert_eq!(onesided_finalize(world), ONESIDED_ERR_BUSY);
+    assert!(last().contains("group"), "{}", last());
+    // The subgroup outlived its parent group.
+    assert_eq!(onesided_barrier(sub), ONESIDED_SUCCESS, "{}", last());
+    assert_eq!(onesided_group_free(sub), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_flush(win, 0), ONESIDED_ERR_HANDLE);
     assert_eq!(onesided_finalize(world), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_finalize(world), ONESIDED_ERR_HANDLE);
