@@ -19,7 +19,7 @@
 //! | `ONESIDED_SHM` | 1 | 0 turns the intra-node direct path off: `allocate` memory is not node-shared and the provider carries every operation, also between ranks of one node |
 //! | `ONESIDED_SHM_CACHE` | 64 | node-local peer window segments mapped at once (a bounded LRU) |
 //! | `ONESIDED_NODE_MAPPING` | from the launcher | overrides which ranks share a node, in `PMI_process_mapping` format (`(vector,(node,nodes,ranks_per_node),...)`); for testing mixed placements on one machine |
-//! | `ONESIDED_AGGREGATE` | `auto` | aggregation of small puts and software-path accumulates into BATCH messages (`docs/op-table.md`): `auto` (on for the tcp and sockets providers, off for shm and verbs), `on`, `off` |
+//! | `ONESIDED_AGGREGATE` | `auto` | aggregation of small puts and software-path accumulates into BATCH messages (`docs/op-table.md`): `auto` (on for the tcp and sockets providers, off for shm and verbs), `on`, `off` (also sends strided layout puts block by block, which every other setting batches) |
 //! | `ONESIDED_AGGREGATE_MAX` | 256 | largest put or accumulate (bytes) that is queued; larger ones go out at once |
 //! | `ONESIDED_BATCH_BYTES` | 4072 | payload limit of one BATCH message (64 to 4072) |
 //! | `ONESIDED_OP_SLOTS` | 16 | slots of a window's operation table (lists of target elements, by rank) |

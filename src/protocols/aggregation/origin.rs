@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{wire, Entry, OpTable, Queued, Shared, TargetElem, ACCUMULATE, PUT};
+use crate::config::AggregateMode;
 use crate::error::{Error, Result};
 use crate::progress::wait;
 use crate::transport::am::{kind, ActiveMessages};
@@ -73,19 +74,26 @@ pub struct Aggregation {
     shipping: AtomicUsize,
     queued: AtomicBool,
     max_op: usize,
+    /// Whether small puts and accumulates are queued (else only strided
+    /// layout puts).
+    small_ops: bool,
 }
 
 impl Aggregation {
-    /// The table of window `id`, if aggregation is on for a back-end
-    /// that does (`batch_small`) or does not prefer batching.
+    /// The table of window `id`, unless `ONESIDED_AGGREGATE=off`. Small
+    /// puts and accumulates are queued only where aggregation is on for
+    /// the back-end (`batch_small`, or `ONESIDED_AGGREGATE=on`); strided
+    /// layout puts on every back-end (one message per ~500 tiny blocks
+    /// beats a provider operation per block, even on a NIC).
     pub fn new(id: u64, shared: &Arc<Shared>, batch_small: bool) -> Option<Self> {
         let c = shared.config;
-        super::enabled(c.mode, batch_small).then(|| Aggregation {
+        (c.mode != AggregateMode::Off).then(|| Aggregation {
             table: Mutex::new(OpTable::new(id, shared.clone())),
             acks: Arc::new(Completion::new()),
             shipping: AtomicUsize::new(0),
             queued: AtomicBool::new(false),
             max_op: c.max_op,
+            small_ops: super::enabled(c.mode, batch_small),
         })
     }
 
@@ -97,6 +105,11 @@ impl Aggregation {
 
     /// Whether an operation of `len` bytes to `rank` is queued.
     fn takes(&self, o: &Origin<'_>, rank: usize, len: usize) -> bool {
+        self.small_ops && self.small(o, rank, len)
+    }
+
+    /// Whether `len` bytes to `rank` are small enough to be queued.
+    fn small(&self, o: &Origin<'_>, rank: usize, len: usize) -> bool {
         len <= self.max_op && len > 0 && rank != o.me
     }
 
@@ -145,7 +158,8 @@ impl Aggregation {
         let (Ok(block32), Ok(stride64)) = (u32::try_from(block), u64::try_from(stride)) else {
             return Ok(false);
         };
-        if !self.takes(o, rank, block) || per_entry == 0 || stride < block || data.len() % block != 0 {
+        if !self.small(o, rank, block) || per_entry == 0 || stride < block || data.len() % block != 0
+        {
             return Ok(false);
         }
         for (k, chunk) in data.chunks(per_entry * block).enumerate() {
@@ -332,6 +346,14 @@ impl Aggregation {
     /// The batch could not be sent, a target refused a batch, or a wait
     /// ran out of time.
     pub fn batches_before(&self, o: &Origin<'_>, rank: usize, settle: bool) -> Result<()> {
+        // Nothing queued since the last completion point, which waited for
+        // every acknowledgement: nothing of this thread's to ship or wait
+        // for (another thread's concurrent operations are unordered with
+        // this one unless the program synchronized them, and then its
+        // `queued` store is visible here).
+        if !self.queued.load(Ordering::Acquire) {
+            return Ok(());
+        }
         if let Some(t) = self.take_target(o, Some(rank))? {
             self.ship(o, t)?;
         }
