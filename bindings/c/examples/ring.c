@@ -6,7 +6,8 @@
  * post/start/complete/wait epoch, and broadcast, allreduce and allgather
  * are checked, then a window over the program's own memory and a dynamic
  * window, request-based rput/rget/raccumulate and a node-shared window
- * read through its pointers, then groups: the ranks split by parity, each
+ * read through its pointers, a halo exchange of strided columns with
+ * layouts (MPI's derived datatypes), then groups: the ranks split by parity, each
  * half sums its ranks and runs a ring of puts over a window of its own,
  * and the even ranks form a subgroup from a rank list. Every byte is
  * checked; exit status 0 means it all
@@ -382,6 +383,46 @@ int main(void)
     EXPECT(onesided_win_shared_query(sw, n, &rcount, &rbase), ONESIDED_ERR_ARG);
     CHECK(onesided_fence(sw, 0));
     CHECK(onesided_win_free(sw));
+
+    /* Layouts: a ROWS x COLS grid per rank; column 1 goes to the right
+     * neighbour's column 0 and column COLS-2 to the left neighbour's
+     * column COLS-1 (strided on both sides). */
+    enum { ROWS = 40, COLS = 6 };
+    int64_t grid[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        grid[i] = (int64_t)me * 100000 + i;
+    onesided_win_t hw = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_INT64, ROWS * COLS, &hw));
+    onesided_layout_t column = 0, c1 = 0, clast = 0;
+    CHECK(onesided_layout_vector(ROWS, 1, COLS, &column));
+    size_t shape[2] = {ROWS, COLS}, part[2] = {ROWS, 1}, at1[2] = {0, 1},
+           atl[2] = {0, COLS - 2};
+    CHECK(onesided_layout_subarray(2, shape, part, at1, &c1));
+    CHECK(onesided_layout_subarray(2, shape, part, atl, &clast));
+    CHECK(onesided_fence(hw, 0));
+    CHECK(onesided_put_layout(hw, ONESIDED_INT64, grid, ROWS * COLS, c1, right, 0, column));
+    CHECK(onesided_put_layout(hw, ONESIDED_INT64, grid, ROWS * COLS, clast, left, COLS - 1,
+                              column));
+    EXPECT(onesided_put_layout(hw, ONESIDED_INT64, grid, ROWS * COLS, c1, right, COLS, column),
+           ONESIDED_ERR_OUT_OF_WINDOW);
+    CHECK(onesided_fence(hw, 0));
+    int64_t halo[ROWS * COLS];
+    CHECK(onesided_win_read_local(hw, ONESIDED_INT64, 0, halo, ROWS * COLS));
+    for (int r = 0; r < ROWS; r++) {
+        int64_t wl = (int64_t)left * 100000 + r * COLS + 1;
+        int64_t wr = (int64_t)right * 100000 + r * COLS + COLS - 2;
+        if (halo[r * COLS] != wl || halo[r * COLS + COLS - 1] != wr) {
+            fprintf(stderr, "[%zu] halo row %d: %" PRId64 ", %" PRId64 "\n", me, r,
+                    halo[r * COLS], halo[r * COLS + COLS - 1]);
+            return 1;
+        }
+    }
+    CHECK(onesided_fence(hw, 0));
+    CHECK(onesided_layout_free(column));
+    CHECK(onesided_layout_free(c1));
+    CHECK(onesided_layout_free(clast));
+    EXPECT(onesided_layout_free(c1), ONESIDED_ERR_HANDLE);
+    CHECK(onesided_win_free(hw));
 
     /* Groups: split by parity, ranked by descending world rank. */
     onesided_world_t half = 0;

@@ -172,6 +172,11 @@ typedef uint64_t onesided_world_t;
 // A window: from [`onesided_win_allocate`] until [`onesided_win_free`].
 typedef uint64_t onesided_win_t;
 
+// A noncontiguous layout (MPI's derived datatypes for RMA): from
+// [`onesided_layout_vector`], [`onesided_layout_indexed`] or
+// [`onesided_layout_subarray`] until [`onesided_layout_free`].
+typedef uint64_t onesided_layout_t;
+
 // A request-based operation: from [`onesided_rput`], [`onesided_rget`] or
 // [`onesided_raccumulate`] until [`onesided_wait`] (or
 // [`onesided_test`] reporting completion).
@@ -565,6 +570,106 @@ int onesided_allgather(onesided_world_t world,
                        const void *send,
                        size_t count,
                        void *recv);
+
+// `MPI_Type_vector` in elements: `count` blocks of `blocklen` elements,
+// block `i` at `i × stride` (`stride ≥ blocklen`). Layouts are counted in
+// elements of the window's datatype and work with any datatype.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_layout_vector(size_t count, size_t blocklen, size_t stride, onesided_layout_t *layout);
+
+// `MPI_Type_indexed` in elements: `n` blocks, block `i` of `lens[i]`
+// elements at `displs[i]`, in the order the data travels.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_layout_indexed(size_t n,
+                            const size_t *displs,
+                            const size_t *lens,
+                            onesided_layout_t *layout);
+
+// `MPI_Type_create_subarray` with `MPI_ORDER_C`: the part `subsizes`
+// from `starts` of a row-major array of shape `sizes` (`ndims` each).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_layout_subarray(size_t ndims,
+                             const size_t *sizes,
+                             const size_t *subsizes,
+                             const size_t *starts,
+                             onesided_layout_t *layout);
+
+// Frees a layout (local). Operations that used it are unaffected; the
+// handle is invalid afterwards.
+int onesided_layout_free(onesided_layout_t layout);
+
+// `MPI_Put` with derived datatypes: the elements of `origin`
+// (`origin_count` elements of `datatype`) that `origin_layout` names go
+// to the elements of `rank`'s window that `target_layout` names, counted
+// from `disp`. Both layouts hold the same number of elements, and both
+// are checked (against the buffer, and against the target's part of the
+// window) before anything is sent.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_put_layout(onesided_win_t win,
+                        int datatype,
+                        const void *origin,
+                        size_t origin_count,
+                        onesided_layout_t origin_layout,
+                        size_t rank,
+                        size_t disp,
+                        onesided_layout_t target_layout);
+
+// `MPI_Get` with derived datatypes: the elements of `rank`'s window that
+// `target_layout` names (from `disp`) are read into the elements of
+// `origin` (`origin_count` elements) that `origin_layout` names; the
+// data is there when the call returns.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_get_layout(onesided_win_t win,
+                        int datatype,
+                        void *origin,
+                        size_t origin_count,
+                        onesided_layout_t origin_layout,
+                        size_t rank,
+                        size_t disp,
+                        onesided_layout_t target_layout);
+
+// `MPI_Accumulate` with derived datatypes: as `onesided_put_layout`, the
+// elements combined with `op`, each element atomically.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call. (Overlapping origin and result buffers of
+// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+int onesided_accumulate_layout(onesided_win_t win,
+                               int datatype,
+                               const void *origin,
+                               size_t origin_count,
+                               onesided_layout_t origin_layout,
+                               size_t rank,
+                               size_t disp,
+                               onesided_layout_t target_layout,
+                               int op);
 
 // `MPI_Win_post`: exposes this rank's window to the `n` ranks at `group`
 // (assert 0 or `ONESIDED_MODE_NOCHECK`, `_NOSTORE`, `_NOPUT`).

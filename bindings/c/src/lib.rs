@@ -40,7 +40,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use onesided::{AnyOp, Assert, CommRef, Error, ErrorKind, Group, LockType, Window, World};
+use onesided::{AnyOp, Assert, CommRef, Error, ErrorKind, Group, Layout, LockType, Window, World};
 
 use handles::Table;
 
@@ -52,6 +52,10 @@ pub type onesided_win_t = u64;
 /// [`onesided_raccumulate`] until [`onesided_wait`] (or
 /// [`onesided_test`] reporting completion).
 pub type onesided_request_t = u64;
+/// A noncontiguous layout (MPI's derived datatypes for RMA): from
+/// [`onesided_layout_vector`], [`onesided_layout_indexed`] or
+/// [`onesided_layout_subarray`] until [`onesided_layout_free`].
+pub type onesided_layout_t = u64;
 
 // ---------------------------------------------------------------- codes
 
@@ -1649,6 +1653,235 @@ pub unsafe extern "C" fn onesided_allgather(
                 let out = unsafe { out_slice(recv.cast::<T>(), all.len(), "recv")? };
                 out.copy_from_slice(&all);
                 Ok(())
+            })
+        })
+    })
+}
+
+// -------------------------------------------------------------- layouts
+
+static LAYOUTS: Table<Layout> = Table::new();
+
+fn layout(h: onesided_layout_t, what: &str) -> Result<Arc<Layout>, Fail> {
+    LAYOUTS.get(h).ok_or_else(|| {
+        Fail(
+            ONESIDED_ERR_HANDLE,
+            format!("{what} layout handle {h:#x} is not valid"),
+        )
+    })
+}
+
+/// Stores `l` in the layout table and its handle in `*out`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one handle.
+unsafe fn new_layout(l: Result<Layout, Error>, out: *mut onesided_layout_t) -> Result<(), Fail> {
+    if out.is_null() {
+        return Err(arg("layout is NULL"));
+    }
+    let h = LAYOUTS.insert(l?);
+    // SAFETY: non-NULL, valid for one handle by the contract.
+    unsafe { out.write(h) };
+    Ok(())
+}
+
+/// `MPI_Type_vector` in elements: `count` blocks of `blocklen` elements,
+/// block `i` at `i × stride` (`stride ≥ blocklen`). Layouts are counted in
+/// elements of the window's datatype and work with any datatype.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_layout_vector(
+    count: usize,
+    blocklen: usize,
+    stride: usize,
+    layout: *mut onesided_layout_t,
+) -> c_int {
+    call("onesided_layout_vector", || {
+        // SAFETY: `layout` by the contract above.
+        unsafe { new_layout(Layout::vector(count, blocklen, stride), layout) }
+    })
+}
+
+/// `MPI_Type_indexed` in elements: `n` blocks, block `i` of `lens[i]`
+/// elements at `displs[i]`, in the order the data travels.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_layout_indexed(
+    n: usize,
+    displs: *const usize,
+    lens: *const usize,
+    layout: *mut onesided_layout_t,
+) -> c_int {
+    call("onesided_layout_indexed", || {
+        // SAFETY: the caller's arrays hold `n` values each.
+        let d = unsafe { in_slice(displs, n, "displs")? };
+        // SAFETY: as above.
+        let l = unsafe { in_slice(lens, n, "lens")? };
+        let blocks: Vec<(usize, usize)> = d.iter().copied().zip(l.iter().copied()).collect();
+        // SAFETY: `layout` by the contract above.
+        unsafe { new_layout(Layout::indexed(&blocks), layout) }
+    })
+}
+
+/// `MPI_Type_create_subarray` with `MPI_ORDER_C`: the part `subsizes`
+/// from `starts` of a row-major array of shape `sizes` (`ndims` each).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+pub unsafe extern "C" fn onesided_layout_subarray(
+    ndims: usize,
+    sizes: *const usize,
+    subsizes: *const usize,
+    starts: *const usize,
+    layout: *mut onesided_layout_t,
+) -> c_int {
+    call("onesided_layout_subarray", || {
+        // SAFETY: the caller's arrays hold `ndims` values each.
+        let (a, b, c) = unsafe {
+            (
+                in_slice(sizes, ndims, "sizes")?,
+                in_slice(subsizes, ndims, "subsizes")?,
+                in_slice(starts, ndims, "starts")?,
+            )
+        };
+        // SAFETY: `layout` by the contract above.
+        unsafe { new_layout(Layout::subarray(a, b, c), layout) }
+    })
+}
+
+/// Frees a layout (local). Operations that used it are unaffected; the
+/// handle is invalid afterwards.
+#[no_mangle]
+pub extern "C" fn onesided_layout_free(layout: onesided_layout_t) -> c_int {
+    call("onesided_layout_free", || {
+        self::layout(layout, "the")?;
+        LAYOUTS.remove(layout);
+        Ok(())
+    })
+}
+
+/// `MPI_Put` with derived datatypes: the elements of `origin`
+/// (`origin_count` elements of `datatype`) that `origin_layout` names go
+/// to the elements of `rank`'s window that `target_layout` names, counted
+/// from `disp`. Both layouts hold the same number of elements, and both
+/// are checked (against the buffer, and against the target's part of the
+/// window) before anything is sent.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // MPI's own shape
+pub unsafe extern "C" fn onesided_put_layout(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    origin_count: usize,
+    origin_layout: onesided_layout_t,
+    rank: usize,
+    disp: usize,
+    target_layout: onesided_layout_t,
+) -> c_int {
+    call("onesided_put_layout", || {
+        let (ol, tl) = (
+            layout(origin_layout, "origin")?,
+            layout(target_layout, "target")?,
+        );
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's buffer holds `origin_count` elements.
+                let data = unsafe { in_slice(origin.cast::<T>(), origin_count, "origin")? };
+                Ok(w.put_layout(rank, disp, &tl, data, &ol)?)
+            })
+        })
+    })
+}
+
+/// `MPI_Get` with derived datatypes: the elements of `rank`'s window that
+/// `target_layout` names (from `disp`) are read into the elements of
+/// `origin` (`origin_count` elements) that `origin_layout` names; the
+/// data is there when the call returns.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // MPI's own shape
+pub unsafe extern "C" fn onesided_get_layout(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *mut std::ffi::c_void,
+    origin_count: usize,
+    origin_layout: onesided_layout_t,
+    rank: usize,
+    disp: usize,
+    target_layout: onesided_layout_t,
+) -> c_int {
+    call("onesided_get_layout", || {
+        let (ol, tl) = (
+            layout(origin_layout, "origin")?,
+            layout(target_layout, "target")?,
+        );
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's buffer holds `origin_count` elements.
+                let out = unsafe { out_slice(origin.cast::<T>(), origin_count, "origin")? };
+                Ok(w.get_layout(rank, disp, &tl, out, &ol)?)
+            })
+        })
+    })
+}
+
+/// `MPI_Accumulate` with derived datatypes: as `onesided_put_layout`, the
+/// elements combined with `op`, each element atomically.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call. (Overlapping origin and result buffers of
+/// `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // MPI_Accumulate's own shape
+pub unsafe extern "C" fn onesided_accumulate_layout(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    origin_count: usize,
+    origin_layout: onesided_layout_t,
+    rank: usize,
+    disp: usize,
+    target_layout: onesided_layout_t,
+    op: c_int,
+) -> c_int {
+    call("onesided_accumulate_layout", || {
+        let op = any_op(op)?;
+        let (ol, tl) = (
+            layout(origin_layout, "origin")?,
+            layout(target_layout, "target")?,
+        );
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's buffer holds `origin_count` elements.
+                let data = unsafe { in_slice(origin.cast::<T>(), origin_count, "origin")? };
+                Ok(w.accumulate_layout(rank, disp, &tl, data, &ol, op)?)
             })
         })
     })

@@ -313,6 +313,159 @@ unsafe fn singleton_job() {
     // The subgroup outlived its parent group.
     assert_eq!(onesided_barrier(sub), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_group_free(sub), ONESIDED_SUCCESS, "{}", last());
+
+    // Layouts: a 3 x 4 grid window; column 1 of a local grid into column 2.
+    let mut lw: onesided_win_t = 0;
+    assert_eq!(
+        onesided_win_allocate(world, ONESIDED_INT32, 12, &mut lw),
+        ONESIDED_SUCCESS
+    );
+    let (mut col, mut bad_l, mut idx, mut sub_l): (onesided_layout_t, _, _, _) = (0, 0, 0, 0);
+    assert_eq!(onesided_layout_vector(3, 1, 4, &mut col), ONESIDED_SUCCESS);
+    assert_eq!(
+        onesided_layout_vector(3, 2, 1, &mut bad_l),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(
+        onesided_layout_vector(3, 1, 4, std::ptr::null_mut()),
+        ONESIDED_ERR_ARG
+    );
+    let (d, l) = ([0usize, 5], [2usize, 1]);
+    assert_eq!(
+        onesided_layout_indexed(2, d.as_ptr(), l.as_ptr(), &mut idx),
+        ONESIDED_SUCCESS
+    );
+    let (sz, ss, st) = ([3usize, 4], [3usize, 1], [0usize, 1]);
+    assert_eq!(
+        onesided_layout_subarray(2, sz.as_ptr(), ss.as_ptr(), st.as_ptr(), &mut sub_l),
+        ONESIDED_SUCCESS
+    );
+    let grid: Vec<i32> = (0..12).collect();
+    assert_eq!(onesided_fence(lw, 0), ONESIDED_SUCCESS);
+    // Origin: column 1 (subarray); target: column 2 (the vector from 2).
+    assert_eq!(
+        onesided_put_layout(
+            lw,
+            ONESIDED_INT32,
+            grid.as_ptr().cast(),
+            12,
+            sub_l,
+            0,
+            2,
+            col
+        ),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    // Out of the window (the column from 3 ends past 12 elements), a
+    // mismatched count, a short buffer, a stale layout: refused.
+    assert_eq!(
+        onesided_put_layout(
+            lw,
+            ONESIDED_INT32,
+            grid.as_ptr().cast(),
+            12,
+            sub_l,
+            0,
+            9,
+            col
+        ),
+        ONESIDED_ERR_OUT_OF_WINDOW
+    );
+    let mut two: onesided_layout_t = 0;
+    assert_eq!(onesided_layout_vector(2, 1, 1, &mut two), ONESIDED_SUCCESS);
+    assert_eq!(
+        onesided_put_layout(lw, ONESIDED_INT32, grid.as_ptr().cast(), 12, two, 0, 0, col),
+        ONESIDED_ERR_ARG
+    );
+    assert!(last().contains("3 elements"), "{}", last());
+    assert_eq!(
+        onesided_put_layout(
+            lw,
+            ONESIDED_INT32,
+            grid.as_ptr().cast(),
+            4,
+            sub_l,
+            0,
+            0,
+            col
+        ),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(onesided_fence(lw, 0), ONESIDED_SUCCESS);
+    let mut all = [0i32; 12];
+    assert_eq!(
+        onesided_win_read_local(lw, ONESIDED_INT32, 0, all.as_mut_ptr().cast(), 12),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(all, [0, 0, 1, 0, 0, 0, 5, 0, 0, 0, 9, 0]);
+    // Read the column back into an indexed place; accumulate onto it.
+    let mut back = [-1i32; 6];
+    assert_eq!(
+        onesided_get_layout(
+            lw,
+            ONESIDED_INT32,
+            back.as_mut_ptr().cast(),
+            6,
+            idx,
+            0,
+            2,
+            col
+        ),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(back, [1, 5, -1, -1, -1, 9]);
+    let ones = [100i32; 3];
+    let mut three: onesided_layout_t = 0;
+    assert_eq!(
+        onesided_layout_vector(1, 3, 3, &mut three),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(
+        onesided_accumulate_layout(
+            lw,
+            ONESIDED_INT32,
+            ones.as_ptr().cast(),
+            3,
+            three,
+            0,
+            2,
+            col,
+            ONESIDED_SUM
+        ),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(onesided_fence(lw, 0), ONESIDED_SUCCESS);
+    assert_eq!(
+        onesided_win_read_local(lw, ONESIDED_INT32, 0, all.as_mut_ptr().cast(), 12),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(all, [0, 0, 101, 0, 0, 0, 105, 0, 0, 0, 109, 0]);
+    assert_eq!(onesided_layout_free(idx), ONESIDED_SUCCESS);
+    assert_eq!(onesided_layout_free(idx), ONESIDED_ERR_HANDLE);
+    assert_eq!(
+        onesided_get_layout(
+            lw,
+            ONESIDED_INT32,
+            back.as_mut_ptr().cast(),
+            6,
+            idx,
+            0,
+            2,
+            col
+        ),
+        ONESIDED_ERR_HANDLE
+    );
+    assert!(last().contains("origin layout"), "{}", last());
+    for l in [col, sub_l, three, two] {
+        assert_eq!(onesided_layout_free(l), ONESIDED_SUCCESS);
+    }
+    assert_eq!(onesided_win_free(lw), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_flush(win, 0), ONESIDED_ERR_HANDLE);
     assert_eq!(onesided_finalize(world), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_finalize(world), ONESIDED_ERR_HANDLE);
