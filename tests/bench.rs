@@ -71,6 +71,24 @@ fn bench_tcp_json_put_get_latency() {
     assert!(check["checked"].as_u64().unwrap_or(0) >= 8, "{check}");
 }
 
+/// A negative control's run: it must exit non-zero with a check line
+/// saying FAIL, which is returned.
+fn failed_check(cmd: Command, limit: Duration) -> Value {
+    let out = common::run_with_limit(cmd, limit);
+    let status = out.status.expect("onesided-bench did not finish");
+    assert!(
+        !status.success(),
+        "check passed on wrong data:\n{}",
+        out.tail(20)
+    );
+    let check = json_lines(&out.stdout)
+        .into_iter()
+        .find(|v| v["type"] == "check")
+        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
+    assert_eq!(check["check"], "FAIL");
+    check
+}
+
 /// The result line of (op, mode, size).
 fn result<'a>(lines: &'a [Value], op: &str, mode: &str, size: u64) -> Option<&'a Value> {
     lines
@@ -129,15 +147,7 @@ fn bench_tcp_atomics_run_and_check() {
 /// off by one, so every atomic pattern must report a failure of both kinds.
 #[test]
 fn bench_atomics_check_detects_wrong_values() {
-    let out = common::run_with_limit(atomics_cmd(&["--expect-wrong"]), Duration::from_secs(90));
-    let status = out.status.expect("onesided-bench did not finish");
-    assert!(!status.success(), "check passed:\n{}", out.tail(20));
-    let lines = json_lines(&out.stdout);
-    let check = lines
-        .iter()
-        .find(|v| v["type"] == "check")
-        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
-    assert_eq!(check["check"], "FAIL");
+    let check = failed_check(atomics_cmd(&["--expect-wrong"]), Duration::from_secs(90));
     let failed: Vec<&str> = check["failed"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -173,19 +183,7 @@ fn bench_check_detects_wrong_data() {
         .args(["--ops", "put_lat", "--sizes", "8", "--reps", "1"])
         .args(["--time", "0.01", "--json", "--expect-wrong"])
         .env_remove("ONESIDED_PROVIDER");
-    let out = common::run_with_limit(cmd, Duration::from_secs(60));
-    let status = out.status.expect("onesided-bench did not finish");
-    assert!(
-        !status.success(),
-        "check passed on wrong data:\n{}",
-        out.tail(20)
-    );
-    let lines = json_lines(&out.stdout);
-    let check = lines
-        .iter()
-        .find(|v| v["type"] == "check")
-        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
-    assert_eq!(check["check"], "FAIL");
+    let check = failed_check(cmd, Duration::from_secs(60));
     assert!(check["failed"].as_array().is_some_and(|f| !f.is_empty()));
 }
 
@@ -285,15 +283,7 @@ fn bench_tcp_pscw_and_msg_rate_three_ranks() {
 /// wrong last value in both modes.
 #[test]
 fn bench_pscw_check_detects_wrong_data() {
-    let out = common::run_with_limit(sync_cmd(&["--expect-wrong"]), Duration::from_secs(90));
-    let status = out.status.expect("onesided-bench did not finish");
-    assert!(!status.success(), "check passed:\n{}", out.tail(20));
-    let lines = json_lines(&out.stdout);
-    let check = lines
-        .iter()
-        .find(|v| v["type"] == "check")
-        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
-    let text = check.to_string();
+    let text = failed_check(sync_cmd(&["--expect-wrong"]), Duration::from_secs(90)).to_string();
     for mode in ["onesided", "raw"] {
         let label = format!("pscw_lat 8 {mode}: rank 1 holds the wrong last value");
         assert!(text.contains(&label), "{label} not in {text}");
@@ -351,15 +341,7 @@ fn bench_tcp_halo_three_ranks() {
 /// Negative control: with `--expect-wrong` every rank's halo check fails.
 #[test]
 fn bench_halo_check_detects_wrong_data() {
-    let out = common::run_with_limit(halo_cmd(&["--expect-wrong"]), Duration::from_secs(120));
-    let status = out.status.expect("onesided-bench did not finish");
-    assert!(!status.success(), "check passed:\n{}", out.tail(20));
-    let lines = json_lines(&out.stdout);
-    let check = lines
-        .iter()
-        .find(|v| v["type"] == "check")
-        .unwrap_or_else(|| panic!("no check line:\n{}", out.tail(20)));
-    let text = check.to_string();
+    let text = failed_check(halo_cmd(&["--expect-wrong"]), Duration::from_secs(120)).to_string();
     for label in [
         "halo_lat 1024 onesided: 2048 of rank 0's 2048 halo elements wrong",
         "halo_lat 1024 onesided: rank 1 holds the wrong last value",
