@@ -41,17 +41,10 @@ impl<T: Element> Window<'_, T> {
         if target.is_empty() {
             return Ok(());
         }
-        if !self.dynamic_messages() && !self.is_dynamic() && same_blocks(target, origin_layout) {
-            // Node-local target, blocks of the same shapes on both sides:
-            // copied block to block, without packing.
-            if let Some(done) = self.put_blocks_direct(rank, disp, target, origin, origin_layout)? {
-                return Ok(done);
-            }
-        }
-        let packed = origin_layout.pack(origin)?;
         if self.dynamic_messages() || self.is_dynamic() {
             // Block by block, through put's own paths (software messages,
             // dynamic attachments).
+            let packed = origin_layout.pack(origin)?;
             return self.put_blocks(rank, disp, target.blocks(), &packed);
         }
         let size = std::mem::size_of::<T>();
@@ -62,17 +55,25 @@ impl<T: Element> Window<'_, T> {
             // stashed for a lock-op-unlock message: empty data).
             self.defer_op(world_rank, disp, &[], None)?;
         }
-        let bytes: &[u8] = bytemuck::cast_slice(&packed);
         let blocks = target.blocks();
         let direct = match world_rank == self.me {
             true => None,
             false => self.direct(world_rank, &d)?,
         };
-        // Elements and blocks done so far.
-        let (mut pos, mut done) = (0, 0);
         if world_rank == self.me || direct.is_some() {
-            // Oneself or a node-local peer: a strided copy per run.
             let mem = direct.as_deref().unwrap_or(&self.mem);
+            if same_blocks(target, origin_layout) {
+                // Blocks of the same shapes on both sides: copied block to
+                // block, without packing.
+                for (&(at, n), &(from, _)) in blocks.iter().zip(origin_layout.blocks()) {
+                    mem.write(off + at * size, bytemuck::cast_slice(&origin[from..from + n]))?;
+                }
+                return Ok(());
+            }
+            // Otherwise packed, then a strided copy per run.
+            let packed = origin_layout.pack(origin)?;
+            let bytes: &[u8] = bytemuck::cast_slice(&packed);
+            let mut pos = 0;
             return for_runs(blocks, |at, (n, stride), count| {
                 let data = &bytes[pos * size..(pos + count * n) * size];
                 pos += count * n;
@@ -81,6 +82,10 @@ impl<T: Element> Window<'_, T> {
         }
         // Runs of equal blocks at a constant stride as strided batch
         // entries where the window aggregates; the rest block by block.
+        let packed = origin_layout.pack(origin)?;
+        let bytes: &[u8] = bytemuck::cast_slice(&packed);
+        // Elements and blocks done so far.
+        let (mut pos, mut done) = (0, 0);
         for_runs(blocks, |at, (n, stride), count| {
             let elems = count * n;
             let data = &bytes[pos * size..(pos + elems) * size];
@@ -99,36 +104,6 @@ impl<T: Element> Window<'_, T> {
             done += count;
             Ok(())
         })
-    }
-
-    /// A put of blocks of equal shapes on both sides to oneself or a
-    /// node-local peer, copied block to block; `None` for a target
-    /// elsewhere (nothing done).
-    fn put_blocks_direct(
-        &self,
-        rank: usize,
-        disp: usize,
-        target: &Layout,
-        origin: &[T],
-        origin_layout: &Layout,
-    ) -> Result<Option<()>> {
-        let size = std::mem::size_of::<T>();
-        let (world_rank, off, d) = self.access("put_layout", rank, disp, target.extent())?;
-        if self.soft_lock.is_some() {
-            self.defer_op(world_rank, disp, &[], None)?;
-        }
-        let direct = match world_rank == self.me {
-            true => None,
-            false => match self.direct(world_rank, &d)? {
-                Some(m) => Some(m),
-                None => return Ok(None),
-            },
-        };
-        let mem = direct.as_deref().unwrap_or(&self.mem);
-        for (&(at, n), &(from, _)) in target.blocks().iter().zip(origin_layout.blocks()) {
-            mem.write(off + at * size, bytemuck::cast_slice(&origin[from..from + n]))?;
-        }
-        Ok(Some(()))
     }
 
     /// Puts `packed` block by block into `blocks` of `rank`'s window
