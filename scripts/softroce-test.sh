@@ -106,6 +106,9 @@ boot_limit=${SOFTROCE_BOOT_LIMIT:-240}
 boot_tries=${SOFTROCE_BOOT_TRIES:-3}
 export SOFTROCE_KERNEL_ARGS="$SOFTROCE_KERNEL_ARGS loglevel=6"
 export SOFTROCE_KEEP=1
+# What else the host is running: a guest under TCG shares its cores.
+echo "soft-RoCE stage: host load $(cut -d' ' -f1-3 /proc/loadavg); busiest processes:"
+ps -eo pid,pcpu,etime,comm --sort=-pcpu | head -6
 out=$(mktemp)
 # One boot; returns the runner's status, or 200 when the boot watchdog fired.
 guest() {
