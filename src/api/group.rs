@@ -382,6 +382,22 @@ impl<'a> Team<'a> {
     /// barrier over RMA: ⌈log2 P⌉ rounds, one flag write each, driving
     /// progress while it waits).
     pub(crate) fn barrier(&self) -> Result<()> {
+        self.barrier_confirming(Confirm::Delivered)
+    }
+
+    /// The barrier of a fence: each round's flag write waits for its local
+    /// completion only, not for the proof of delivery (one round trip on
+    /// providers whose writes complete locally). The receiver of a flag
+    /// waits for it in any case, and every operation of the closing epoch
+    /// was completed at its target before the barrier began. The barriers
+    /// a process may leave the job after (`free`, `World::barrier`,
+    /// finalize) keep the proof: a flag that left a process that then
+    /// exited must still arrive.
+    pub(crate) fn fence_barrier(&self) -> Result<()> {
+        self.barrier_confirming(Confirm::Sent)
+    }
+
+    fn barrier_confirming(&self, confirm: Confirm) -> Result<()> {
         let epochs = self.group.map_or(&self.world.barrier_epoch, |g| &g.barrier_epoch);
         let mut epoch = epochs
             .lock()
@@ -404,14 +420,14 @@ impl<'a> Team<'a> {
                 .is_none()
             {
                 let c = world.control(to)?;
-                let sent = world.transport().put_signal(
-                    to,
-                    e,
-                    RemoteAddr {
-                        addr: c.addr + flag as u64,
-                        key: c.key,
-                    },
-                );
+                let dst = RemoteAddr {
+                    addr: c.addr + flag as u64,
+                    key: c.key,
+                };
+                let sent = match confirm {
+                    Confirm::Delivered => world.transport().put_signal(to, e, dst),
+                    Confirm::Sent => world.transport().put_flag(to, e, dst),
+                };
                 match sent {
                     // The flag's confirmation failed because `to` is gone.
                     // In this round `to` waits for our flag and for nobody
@@ -681,4 +697,13 @@ fn rebind<'w>(g: Group<'_>, world: &'w World) -> Group<'w> {
         world,
         state: g.state,
     }
+}
+
+/// How a barrier round's flag write is confirmed before the round waits.
+#[derive(Clone, Copy)]
+enum Confirm {
+    /// Delivered at the peer (`Transport::put_signal`).
+    Delivered,
+    /// Left this process (`Transport::put_flag`).
+    Sent,
 }

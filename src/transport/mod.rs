@@ -240,6 +240,15 @@ pub trait Transport: Send + Sync {
     /// Writes one 64-bit word and returns once it is visible at the target
     /// (synchronization flags).
     fn put_signal(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()>;
+    /// Writes one 64-bit word and returns once it has left this process
+    /// (local completion: on a provider whose writes complete locally, the
+    /// word is in the kernel's socket buffer), without waiting for a proof
+    /// of delivery. For flags whose receiver waits for them anyway (the
+    /// rounds of a fence's barrier), where the proof would only add a
+    /// round trip. Defaults to [`Transport::put_signal`].
+    fn put_flag(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
+        self.put_signal(target, value, dst)
+    }
     /// Applies `what` with the elements of `data` to `dst` at `target`;
     /// returns when `data` may be reused. Counts above the provider's limit
     /// are split into several calls.

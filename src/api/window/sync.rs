@@ -164,7 +164,7 @@ impl<T: Element> Window<'_, T> {
             self.complete_all()?;
         }
         if plan.barrier {
-            self.team().barrier()?;
+            self.team().fence_barrier()?;
         }
         // Local loads and stores before the fence stay before it.
         std::sync::atomic::fence(Ordering::SeqCst);

@@ -454,6 +454,10 @@ impl Transport for OfiTransport {
         rma::put_signal(self, target, value, dst)
     }
 
+    fn put_flag(&self, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
+        rma::put_flag(self, target, value, dst)
+    }
+
     fn atomic(&self, target: usize, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()> {
         atomic::update(self, target, what, data, dst)
     }

@@ -359,3 +359,11 @@ pub fn put_signal(t: &OfiTransport, target: usize, value: u64, dst: RemoteAddr) 
     }
     Ok(())
 }
+
+/// Writes one word and waits for its local completion only: never injected
+/// (an injected word may still sit in the provider's queue), and without
+/// the ordered read that proves delivery (`Transport::put_flag`).
+pub fn put_flag(t: &OfiTransport, target: usize, value: u64, dst: RemoteAddr) -> Result<()> {
+    let mut word = value.to_ne_bytes();
+    transfer(t, Dir::Write, target, word.as_mut_ptr(), 8, dst)
+}
