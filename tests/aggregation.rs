@@ -328,6 +328,17 @@ fn strided_batch(window: u64, block: u32, stride: u64, offset: u64, data: &[u8])
     m
 }
 
+/// A strided-get request (kind GET): `count` blocks of `block` bytes,
+/// `stride` bytes apart from byte `offset`.
+fn strided_get(window: u64, offset: u64, stride: u64, block: u32, count: u32) -> Vec<u8> {
+    let mut m = window.to_le_bytes().to_vec();
+    m.extend_from_slice(&offset.to_le_bytes());
+    m.extend_from_slice(&stride.to_le_bytes());
+    m.extend_from_slice(&block.to_le_bytes());
+    m.extend_from_slice(&count.to_le_bytes());
+    m
+}
+
 fn batch(window: u64, entries: &[(u8, u32, u32, u64, &[u8])]) -> Vec<u8> {
     let mut m = window.to_le_bytes().to_vec();
     m.extend_from_slice(&(entries.len() as u32).to_le_bytes());
@@ -378,7 +389,19 @@ fn malformed() {
         (batch(id, &[(2, sum, i64t, 4, &five)]), "aligned"),
         (batch(id, &[(1, sum, none, 0, &five)]), "put with op"),
     ];
-    let n_bad = cases.len() as u64;
+    // Hostile strided gets (kind GET): each refused with a reason.
+    let gets: Vec<(Vec<u8>, &str)> = vec![
+        (strided_get(id, 0, 8, 8, 2)[..31].to_vec(), "expected 32"),
+        (strided_get(id, 0, 8, 8, 0), "no bytes"),
+        (strided_get(id, 0, 4, 8, 2), "shorter than"),
+        // Blocks at bytes 16, 40 and 64 of a 64-byte window.
+        (strided_get(id, 16, 24, 8, 3), "run past"),
+        (strided_get(id, 0, u64::MAX / 2, 8, 2), "run past"),
+        (strided_get(id, u64::MAX - 4, 8, 8, 2), "run past"),
+        (strided_get(id, 0, 8, 8, 1000), "does not fit"),
+        (strided_get(id + 1000, 0, 8, 8, 2), "not open"),
+    ];
+    let n_bad = (cases.len() + gets.len()) as u64;
     if me == 0 {
         let am = world.active_messages();
         let t = world.bench_transport();
@@ -419,6 +442,50 @@ fn malformed() {
         }
         assert_eq!(g[cases.len()].1, Ok(Vec::new()));
         assert_eq!(g[cases.len() + 1].1, Ok(Vec::new()));
+        drop(g);
+        // The strided gets, then a valid one: elements 0 and 4 (untouched
+        // by every batch above).
+        got.lock().unwrap().clear();
+        for (k, (m, _)) in gets.iter().enumerate() {
+            let g = got.clone();
+            am.request(
+                t,
+                1,
+                kind::GET,
+                m,
+                Box::new(move |r| g.lock().unwrap().push((k, r.map(|b| b.to_vec())))),
+            )
+            .unwrap();
+        }
+        let g2 = got.clone();
+        let last = gets.len();
+        am.request(
+            t,
+            1,
+            kind::GET,
+            &strided_get(id, 0, 32, 8, 2),
+            Box::new(move |r| g2.lock().unwrap().push((last, r.map(|b| b.to_vec())))),
+        )
+        .unwrap();
+        let start = std::time::Instant::now();
+        while got.lock().unwrap().len() <= gets.len() {
+            t.progress().unwrap();
+            assert!(
+                start.elapsed().as_secs() < 60,
+                "no replies to the strided gets"
+            );
+        }
+        let mut g = got.lock().unwrap();
+        g.sort_by_key(|(k, _)| *k);
+        for (k, (_, why)) in gets.iter().enumerate() {
+            let e = g[k]
+                .1
+                .as_ref()
+                .expect_err("a malformed strided get was answered");
+            assert!(e.contains(why), "get case {k}: {e} (expected {why:?})");
+        }
+        let sevens: Vec<u8> = [7i64, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(g[last].1, Ok(sevens));
     }
     world.barrier().unwrap();
     if me == 1 {

@@ -339,6 +339,32 @@ fn strided_runs() {
         "after the fence epoch",
     );
 
+    // 1b. Read back from the right neighbour in the next fence epoch, into
+    //     origin layouts of other shapes (column 1 of an R × 2 grid, the
+    //     mixed and wide layouts' elements reversed in blocks): strided
+    //     gets split across requests, runs of different shapes, blocks
+    //     larger than an aggregated operation.
+    let mut grid = vec![-1i64; 2 * R];
+    let col1 = Layout::vector(R, 1, 2).unwrap();
+    win.get_layout(right, 5, &column, &mut grid[1..], &col1)
+        .unwrap();
+    let want_col: Vec<i64> = (0..R).map(|r| model[right][5 + r * C]).collect();
+    let have_col: Vec<i64> = (0..R).map(|r| grid[1 + 2 * r]).collect();
+    same(&have_col, &want_col, "column read with get_layout");
+    assert!(
+        (0..R).all(|r| grid[2 * r] == -1),
+        "get_layout wrote outside its origin layout"
+    );
+    for (l, disp) in [(&mixed, n + 100), (&wide, n + 3000)] {
+        let mut back = vec![0i64; l.len()];
+        win.get_layout(right, disp, l, &mut back, &src(l)).unwrap();
+        let mut want = Vec::new();
+        for &(at, len) in l.blocks() {
+            want.extend_from_slice(&model[right][disp + at..disp + at + len]);
+        }
+        same(&back, &want, "mixed or wide layout read with get_layout");
+    }
+
     // 2. To oneself in the same kind of epoch.
     let s = packed(&mixed, 50 + me as i64);
     win.put_layout(me, n + 900, &mixed, &s, &src(&mixed))

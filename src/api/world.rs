@@ -195,6 +195,13 @@ impl World {
                 shared: ops.clone(),
             }),
         )?;
+        am.register(
+            am::kind::GET,
+            Arc::new(crate::protocols::aggregation::GetHandler {
+                table: exposed.clone(),
+                shared: ops.clone(),
+            }),
+        )?;
 
         let ctrl = super::node::control_region(&config, boot.rank())?;
         ctrl.store_u64(0, MAGIC)?;

@@ -49,6 +49,22 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
+    /// Reads blocks of `block` bytes, `stride` bytes apart from byte `off`
+    /// of `rank`'s window, packed into `out`, with strided-get requests if
+    /// the window aggregates; `Ok(false)` leaves the read to the caller.
+    pub(super) fn get_strided(
+        &self,
+        rank: usize,
+        off: usize,
+        block_stride: (usize, usize),
+        out: &mut [u8],
+    ) -> Result<bool> {
+        match &self.agg {
+            Some(a) => a.get_strided(&self.agg_origin(), rank, off, block_stride, out),
+            None => Ok(false),
+        }
+    }
+
     /// Whether accumulate-family call `call` of `n` elements to `rank` on
     /// the software path (`software`) will be queued (see
     /// [`crate::protocols::aggregation::Aggregation::takes_accumulate`]).

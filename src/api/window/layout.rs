@@ -8,7 +8,9 @@
 //! back-end that aggregates (tcp, sockets), runs of equal blocks at a
 //! constant stride (what vector and subarray layouts make) travel as
 //! strided entries of BATCH messages, unpacked by the target
-//! (`protocols/aggregation/wire.rs`). Otherwise the data travels block by
+//! (`protocols/aggregation/wire.rs`), and a get_layout's runs as
+//! strided-get requests the target answers with the blocks packed.
+//! Otherwise the data travels block by
 //! block (one write, read or atomic per contiguous target block); gets are
 //! issued together and waited for together. Accumulates keep element-wise
 //! atomicity, as MPI asks of them.
@@ -158,6 +160,9 @@ impl<T: Element> Window<'_, T> {
                 return Ok(());
             }
         }
+        if self.agg.is_some() && !self.dynamic_messages() && !self.is_dynamic() {
+            return self.get_layout_strided(rank, disp, target, origin, origin_layout);
+        }
         let requests = target
             .blocks()
             .iter()
@@ -165,6 +170,48 @@ impl<T: Element> Window<'_, T> {
             .collect::<Result<Vec<_>>>()?;
         let blocks = Request::wait_all(requests)?;
         let packed: Vec<T> = blocks.concat();
+        origin_layout.unpack(&packed, origin)
+    }
+
+    /// `get_layout` from a peer where the window aggregates: runs of equal
+    /// blocks at a constant stride as strided-get requests (the target
+    /// packs the blocks into its replies), the rest block by block.
+    fn get_layout_strided(
+        &self,
+        rank: usize,
+        disp: usize,
+        target: &Layout,
+        origin: &mut [T],
+        origin_layout: &Layout,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        // One epoch and bounds check for the whole target extent.
+        let (world_rank, off, _) = self.access("get_layout", rank, disp, target.extent())?;
+        let blocks = target.blocks();
+        let mut packed = vec![T::zeroed(); blocks.iter().map(|b| b.1).sum()];
+        // Elements and blocks done so far.
+        let (mut pos, mut done) = (0, 0);
+        for_runs(blocks, |at, (n, stride), count| {
+            let elems = count * n;
+            let out = &mut packed[pos..pos + elems];
+            let fetched = count > 1
+                && self.get_strided(
+                    world_rank,
+                    off + at * size,
+                    (n * size, stride * size),
+                    bytemuck::cast_slice_mut(out),
+                )?;
+            if !fetched {
+                let mut at_elem = 0;
+                for &(b, m) in &blocks[done..done + count] {
+                    self.get(rank, disp + b, &mut out[at_elem..at_elem + m])?;
+                    at_elem += m;
+                }
+            }
+            pos += elems;
+            done += count;
+            Ok(())
+        })?;
         origin_layout.unpack(&packed, origin)
     }
 

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use origin::{Aggregation, Origin};
 pub use table::{OpTable, Queued, TargetElem};
-pub use target::BatchHandler;
+pub use target::{BatchHandler, GetHandler};
 pub use wire::{begin as batch_begin, push as batch_push, Entry, ACCUMULATE, PUT};
 
 use crate::config::{AggregateMode, OpConfig};

@@ -179,6 +179,84 @@ impl Aggregation {
         Ok(true)
     }
 
+    /// Reads `out.len() / block` blocks of `block` bytes, `stride` bytes
+    /// apart from byte `off` of `rank`'s window, into `out` (packed) with
+    /// strided-get requests (kind `GET`, one per reply's worth of blocks,
+    /// issued together, then waited for together). `Ok(false)` leaves the
+    /// read to the caller (blocks too large, a stride shorter than a block,
+    /// or oneself); nothing was sent then. Operations queued for `rank`
+    /// are shipped and acknowledged first, as before any get.
+    ///
+    /// # Errors
+    /// A request could not be sent, the target refused one (it names why),
+    /// or the replies did not come within `ONESIDED_TIMEOUT`.
+    pub fn get_strided(
+        &self,
+        o: &Origin<'_>,
+        rank: usize,
+        off: usize,
+        (block, stride): (usize, usize),
+        out: &mut [u8],
+    ) -> Result<bool> {
+        let per_request = crate::transport::am::MAX_PAYLOAD / block.max(1);
+        let (Ok(block32), Ok(stride64)) = (u32::try_from(block), u64::try_from(stride)) else {
+            return Ok(false);
+        };
+        if !self.small(o, rank, block) || per_request == 0 || stride < block || out.len() % block != 0
+        {
+            return Ok(false);
+        }
+        self.batches_before(o, rank, true)?;
+        let buf = crate::transport::inflight::InFlight::new(vec![0u8; out.len()], None);
+        let sink = buf.sink();
+        let id = o.window;
+        let mut sent = Ok(());
+        for (k, chunk) in out.chunks(per_request * block).enumerate() {
+            let request = wire::GetRequest {
+                window: id,
+                offset: (off + k * per_request * stride) as u64,
+                stride: wire::Stride {
+                    block: block32,
+                    stride: stride64,
+                },
+                count: (chunk.len() / block) as u32,
+            };
+            let (at, want) = (k * per_request * block, chunk.len());
+            let s = sink.clone();
+            sink.add();
+            let posted = o.am.request(
+                o.transport,
+                rank,
+                kind::GET,
+                &request.encode(),
+                Box::new(move |reply| match reply {
+                    Ok(b) if b.len() == want => s.deliver(at, b),
+                    Ok(b) => s.fail(format!(
+                        "window {id}: rank {rank} answered a strided get of {want} bytes with {}",
+                        b.len()
+                    )),
+                    Err(why) => s.fail(format!("window {id}: strided get refused: {why}")),
+                }),
+            );
+            if let Err(e) = posted {
+                // Nothing went out for this part: count it failed, and wait
+                // for the parts that did before reporting.
+                sink.fail(e.to_string());
+                sent = Err(e);
+                break;
+            }
+        }
+        let what = || format!("replies to strided gets from rank {rank} (window {id})");
+        let waited = o.transport.wait(buf.completion(), &what);
+        sent?;
+        waited?;
+        let bytes: Vec<u8> = buf.into_inner().map_err(|_| {
+            Error::InvalidArgument(format!("window {id}: strided get buffer still in use"))
+        })?;
+        out.copy_from_slice(&bytes);
+        Ok(true)
+    }
+
     /// Whether a plain (non-fetching, `plain`) accumulate of `len` bytes to
     /// `rank` on the software path (`software`) will be queued. If not,
     /// and it is a software call, operations queued for `rank` are shipped

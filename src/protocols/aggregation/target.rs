@@ -142,6 +142,62 @@ impl Handler for BatchHandler {
     }
 }
 
+/// Answers strided gets (`wire::GetRequest`) from exposed windows that
+/// take batched puts: the blocks packed into the reply, after checking the
+/// whole extent against the window.
+pub struct GetHandler {
+    /// Windows open to message handlers.
+    pub table: Arc<ExposedTable>,
+    /// Counters and pools of this process.
+    pub shared: Arc<Shared>,
+}
+
+impl Handler for GetHandler {
+    fn handle(
+        &self,
+        from: usize,
+        payload: &[u8],
+        reply: Option<&mut [u8]>,
+    ) -> Result<usize, String> {
+        let refused = |why: String| {
+            self.shared.stats.count_refused();
+            why
+        };
+        let Some(reply) = reply else {
+            return Err(refused("strided gets are requests".into()));
+        };
+        let r = wire::GetRequest::decode(payload, reply.len()).map_err(&refused)?;
+        let id = r.window;
+        let read = self.table.with(id, |mem, _, policy| -> Result<usize, String> {
+            if policy & PUT_POLICY == 0 {
+                return Err("the window serves no strided gets".into());
+            }
+            let len = mem.len();
+            if r.end().is_none_or(|end| end > len as u64) {
+                return Err(format!(
+                    "{} blocks of {} bytes {} bytes apart from byte {} run past the {len}-byte window",
+                    r.count, r.stride.block, r.stride.stride, r.offset
+                ));
+            }
+            let (block, stride) = (r.stride.block as usize, r.stride.stride as usize);
+            for (i, out) in reply[..r.reply_bytes()].chunks_mut(block).enumerate() {
+                mem.read(r.offset as usize + i * stride, out)
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(r.reply_bytes())
+        });
+        match read {
+            Some(Ok(n)) => Ok(n),
+            Some(Err(why)) => Err(refused(format!(
+                "window {id}, strided get from rank {from}: {why}"
+            ))),
+            None => Err(refused(format!(
+                "window {id} is not open for strided gets here (not created, freed, or dynamic)"
+            ))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

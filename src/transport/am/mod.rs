@@ -53,6 +53,8 @@ pub mod kind {
     pub const LOCK: u8 = 3;
     /// Batches of small puts and accumulates (`ops::BatchHandler`).
     pub const BATCH: u8 = 4;
+    /// Strided gets (`protocols::aggregation::GetHandler`).
+    pub const GET: u8 = 5;
     /// First kind free for tests and experiments.
     pub const USER: u8 = 128;
 }
