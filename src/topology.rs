@@ -321,6 +321,46 @@ pub fn agent_placement(
     binding: &[usize],
     device: Option<&str>,
 ) -> Result<AgentPlacement, String> {
+    agent_placement_among(facts, req, binding, device, 1)
+}
+
+/// [`agent_placement`] for one of `local_ranks` processes of a job on this
+/// machine. With `auto`, when those processes, each bound to as many cores
+/// as this one, fill the machine's cores (a launcher's rank-per-core
+/// binding), no core is free for agents: any core outside the binding is
+/// another rank's, and an agent there takes that rank's CPU each time it
+/// wakes (measured 2026-11-28, 2 ranks bound one per core on 2 cores, tcp:
+/// 8 B put + flush 56 µs with the agent on the other rank's core against
+/// 10.4 µs inside its own binding). The agent then stays in the process
+/// binding, unpinned.
+pub fn agent_placement_among(
+    facts: Option<&Facts>,
+    req: &ProgressCpu,
+    binding: &[usize],
+    device: Option<&str>,
+    local_ranks: usize,
+) -> Result<AgentPlacement, String> {
+    if let (ProgressCpu::Auto, Some(f)) = (req, facts) {
+        let core_of = |cpu: &usize| f.pus.iter().find(|p| p.os == *cpu).map(|p| p.core);
+        let mut all: Vec<usize> = f.pus.iter().map(|p| p.core).collect();
+        all.sort_unstable();
+        all.dedup();
+        let mut mine: Vec<usize> = binding.iter().filter_map(core_of).collect();
+        mine.sort_unstable();
+        mine.dedup();
+        if local_ranks > 1 && local_ranks.saturating_mul(mine.len().max(1)) >= all.len() {
+            return Ok(AgentPlacement {
+                cpus: None,
+                reason: format!(
+                    "not pinned: the {local_ranks} ranks on this machine, bound to {} core(s) \
+                     each, fill its {} cores; the agent stays in the process binding {}",
+                    mine.len(),
+                    all.len(),
+                    format_cpu_list(binding)
+                ),
+            });
+        }
+    }
     match req {
         ProgressCpu::None => Ok(AgentPlacement {
             cpus: None,
@@ -444,13 +484,18 @@ pub fn pin_current_thread(cpus: &[usize]) -> Result<(), String> {
 /// The agent's placement in this process for `req` and `device`: the
 /// topology of this machine (once per process), the calling thread's
 /// binding. An invalid list is an error; missing topology degrades.
-pub fn placement_here(req: &ProgressCpu, device: Option<&str>) -> Result<AgentPlacement, String> {
+/// `local_ranks`: the job's processes on this machine (this one included).
+pub fn placement_here(
+    req: &ProgressCpu,
+    device: Option<&str>,
+    local_ranks: usize,
+) -> Result<AgentPlacement, String> {
     // `none` needs no topology: nothing is loaded.
     let facts = match req {
         ProgressCpu::None => None,
         _ => this_machine().ok(),
     };
-    agent_placement(facts, req, &current_binding(), device)
+    agent_placement_among(facts, req, &current_binding(), device, local_ranks)
 }
 
 /// Touches every page of freshly allocated window memory from the calling

@@ -150,6 +150,7 @@ impl World {
         open: impl FnOnce(&Config) -> Result<SharedTransport>,
     ) -> Result<World> {
         let node = bootstrap::node::discover(boot.as_ref(), config.node_mapping.as_deref())?;
+        let local_ranks = (0..boot.size()).filter(|&r| node.is_local(r)).count();
         let mut config = config;
         config.single_node = node.all_local();
         let transport: SharedTransport = open(&config)?;
@@ -220,6 +221,7 @@ impl World {
         let placement = crate::topology::placement_here(
             &config.progress_cpu,
             Some(transport.caps().domain.as_str()),
+            local_ranks,
         )
         .map_err(|m| Error::Config {
             var: "ONESIDED_PROGRESS_CPU",

@@ -165,3 +165,25 @@ fn this_machine_loads_or_says_why() {
         Err(e) => assert!(!e.is_empty()),
     }
 }
+
+#[test]
+fn ranks_filling_the_machine_keep_their_agents_in_their_binding() {
+    let f = two_numa_two_nics();
+    let among = |binding: &[usize], local: usize| {
+        agent_placement_among(Some(&f), &ProgressCpu::Auto, binding, Some("mlx5_0"), local)
+            .unwrap()
+    };
+    // One rank bound to core 0: a free core near the NIC.
+    assert_eq!(among(&[0], 1).cpus, Some(vec![1]));
+    // Two ranks bound to one core each on 4 cores: still free cores.
+    assert_eq!(among(&[0], 2).cpus, Some(vec![1]));
+    // Four ranks, one core each: every core is a rank's.
+    let p = among(&[0], 4);
+    assert_eq!(p.cpus, None);
+    assert!(p.reason.contains("fill its 4 cores"), "{}", p.reason);
+    // Two ranks bound to two cores each: full as well.
+    assert_eq!(among(&[0, 1], 2).cpus, None);
+    // An explicit list is taken as given.
+    let p = agent_placement_among(Some(&f), &ProgressCpu::List(vec![3]), &[0], None, 4).unwrap();
+    assert_eq!(p.cpus, Some(vec![3]));
+}
