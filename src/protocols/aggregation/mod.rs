@@ -105,6 +105,12 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Counts a refused BATCH or strided-get message; returns `why`.
+    fn refused(&self, why: String) -> String {
+        self.stats.count_refused();
+        why
+    }
+
     /// Empty global pools of the configured sizes.
     pub fn new(config: OpConfig) -> Shared {
         Shared {

@@ -113,6 +113,27 @@ impl Aggregation {
         len <= self.max_op && len > 0 && rank != o.me
     }
 
+    /// How many `block`-byte blocks `stride` bytes apart one message of
+    /// `room` bytes carries, and their wire shape, when `len` bytes of such
+    /// blocks to `rank` travel strided (small blocks, a whole number of
+    /// them, a stride no shorter than a block, not oneself); else `None`.
+    fn strided_fit(
+        &self,
+        o: &Origin<'_>,
+        rank: usize,
+        (block, stride): (usize, usize),
+        len: usize,
+        room: usize,
+    ) -> Option<(usize, wire::Stride)> {
+        let per_message = room / block.max(1);
+        let shape = wire::Stride {
+            block: u32::try_from(block).ok()?,
+            stride: u64::try_from(stride).ok()?,
+        };
+        let fits = self.small(o, rank, block) && per_message > 0 && stride >= block;
+        (fits && len % block == 0).then_some((per_message, shape))
+    }
+
     /// Queues a put of `data` at byte `off` of `rank`'s window if it is
     /// small enough; `Ok(false)` leaves it to the caller.
     ///
@@ -154,14 +175,10 @@ impl Aggregation {
     ) -> Result<bool> {
         let room = o.shared.config.batch_bytes.saturating_sub(wire::HEADER_BYTES)
             .saturating_sub(wire::STRIDED_ENTRY_BYTES);
-        let per_entry = room / block.max(1);
-        let (Ok(block32), Ok(stride64)) = (u32::try_from(block), u64::try_from(stride)) else {
+        let Some((per_entry, shape)) = self.strided_fit(o, rank, (block, stride), data.len(), room)
+        else {
             return Ok(false);
         };
-        if !self.small(o, rank, block) || per_entry == 0 || stride < block || data.len() % block != 0
-        {
-            return Ok(false);
-        }
         for (k, chunk) in data.chunks(per_entry * block).enumerate() {
             let e = Entry {
                 class: wire::STRIDED,
@@ -169,10 +186,7 @@ impl Aggregation {
                 datatype: None,
                 offset: (off + k * per_entry * stride) as u64,
                 data: chunk,
-                strided: Some(wire::Stride {
-                    block: block32,
-                    stride: stride64,
-                }),
+                strided: Some(shape),
             };
             self.queue(o, rank, &e)?;
         }
@@ -198,14 +212,11 @@ impl Aggregation {
         (block, stride): (usize, usize),
         out: &mut [u8],
     ) -> Result<bool> {
-        let per_request = crate::transport::am::MAX_PAYLOAD / block.max(1);
-        let (Ok(block32), Ok(stride64)) = (u32::try_from(block), u64::try_from(stride)) else {
+        let room = crate::transport::am::MAX_PAYLOAD;
+        let Some((per_request, shape)) = self.strided_fit(o, rank, (block, stride), out.len(), room)
+        else {
             return Ok(false);
         };
-        if !self.small(o, rank, block) || per_request == 0 || stride < block || out.len() % block != 0
-        {
-            return Ok(false);
-        }
         self.batches_before(o, rank, true)?;
         let buf = crate::transport::inflight::InFlight::new(vec![0u8; out.len()], None);
         let sink = buf.sink();
@@ -215,10 +226,7 @@ impl Aggregation {
             let request = wire::GetRequest {
                 window: id,
                 offset: (off + k * per_request * stride) as u64,
-                stride: wire::Stride {
-                    block: block32,
-                    stride: stride64,
-                },
+                stride: shape,
                 count: (chunk.len() / block) as u32,
             };
             let (at, want) = (k * per_request * block, chunk.len());

@@ -90,10 +90,7 @@ impl Handler for BatchHandler {
         payload: &[u8],
         reply: Option<&mut [u8]>,
     ) -> Result<usize, String> {
-        let refused = |why: String| {
-            self.shared.stats.count_refused();
-            why
-        };
+        let refused = |why: String| self.shared.refused(why);
         if reply.is_none() {
             return Err(refused("batches are requests".into()));
         }
@@ -159,10 +156,7 @@ impl Handler for GetHandler {
         payload: &[u8],
         reply: Option<&mut [u8]>,
     ) -> Result<usize, String> {
-        let refused = |why: String| {
-            self.shared.stats.count_refused();
-            why
-        };
+        let refused = |why: String| self.shared.refused(why);
         let Some(reply) = reply else {
             return Err(refused("strided gets are requests".into()));
         };
