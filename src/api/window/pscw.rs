@@ -6,8 +6,11 @@
 //! * Completion: an origin's `complete` completes its operations at every
 //!   target of the group (as `flush`), then adds 1 to the target's
 //!   COMPLETE_WORD (word 11 of the window's descriptor) with a provider
-//!   fetch-add; the target's `wait` waits until the word reaches the
-//!   cumulative number of origins it exposed the window to.
+//!   fetch-add — or, when every rank is on this node and the control
+//!   regions are shared (`World::sync_words_by_cpu`, the same on every
+//!   rank), with a CPU fetch-add on the mapped region, so the word never
+//!   sees both kinds of atomics; the target's `wait` waits until the word
+//!   reaches the cumulative number of origins it exposed the window to.
 //! * Post notification: a target's `post` must tell each origin *which*
 //!   target posted (a later epoch's target may post early), so it is one
 //!   active message (kind `PSCW`, payload: the window id) per origin,
@@ -200,6 +203,14 @@ impl<T: Element> Window<'_, T> {
             count: 1,
         };
         for &t in group {
+            if self.world.sync_words_by_cpu() {
+                // Every rank is on this node: every origin adds with a CPU
+                // atomic on the mapped control region (never mixed with the
+                // provider's atomics on this word; see `api::node`).
+                let off = directory::entry_offset(self.slot) + directory::COMPLETE_WORD;
+                self.world.ctrl_fetch_add(t, off, 1)?;
+                continue;
+            }
             let at = self.complete_word(t)?;
             let mut old = [0u8; 8];
             self.world
