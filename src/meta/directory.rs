@@ -54,9 +54,10 @@ const CHECK_WORD: usize = 64;
 pub const SYNC_WORDS: usize = 72;
 /// Offset of the lock word (word 9) inside a descriptor (`Window::lock`).
 pub const LOCK_WORD: usize = 72;
-/// Offset of the post counter (word 10): post/start/complete/wait. Unused
-/// so far: an origin must know which target posted, so posts are active
-/// messages (`protocols::pscw::target`); the word stays zero, reserved for it.
+/// Offset of the post word (word 10): with every rank node-local, the head
+/// and tail of the window's post ring (words 12–15 its slots,
+/// `protocols::pscw::ring`); otherwise posts are active messages
+/// (`protocols::pscw::target`) and the words stay zero.
 pub const POST_WORD: usize = 80;
 /// Offset of the complete counter (word 11): origins' `complete` adds 1 by
 /// provider fetch-add; the owner's `wait` compares it with the number of

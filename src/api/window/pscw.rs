@@ -14,7 +14,10 @@
 //! * Post notification: a target's `post` must tell each origin *which*
 //!   target posted (a later epoch's target may post early), so it is one
 //!   active message (kind `PSCW`, payload: the window id) per origin,
-//!   counted at the origin by `protocols::pscw::target`. An origin waits for the
+//!   counted at the origin by `protocols::pscw::target` — or, when every
+//!   rank is on this node, an entry in the origin's post ring in its
+//!   control region (`protocols::pscw::ring`), absorbed into the same
+//!   count. An origin waits for the
 //!   post of a target before its first operation to it and before telling
 //!   it `complete`. With `Assert::NOCHECK` on both sides (the matching calls
 //!   are known to have happened, e.g. across a barrier) nothing is sent.
@@ -74,13 +77,30 @@ impl<T: Element> Window<'_, T> {
         )?;
         let group = self.check_group("post", group)?;
         let nocheck = assert.contains(Assert::NOCHECK);
-        let origins = if nocheck { Vec::new() } else { group.clone() };
+        let mut origins = if nocheck { Vec::new() } else { group.clone() };
         let mut state = self.epoch()?;
         state.begin_pscw(self.id, "post")?;
         state.pscw.post(self.id, group)?;
         drop(state);
         // Local stores before the post are visible to the origins' accesses.
         std::sync::atomic::fence(Ordering::SeqCst);
+        if self.world.sync_words_by_cpu() {
+            // Every rank is on this node: into each origin's post ring
+            // (`protocols::pscw::ring`); a full ring leaves it to a message.
+            let (me, entry) = (self.world.rank(), directory::entry_offset(self.slot));
+            let mut rest = Vec::with_capacity(origins.len());
+            for o in origins {
+                let pushed = o != me
+                    && self
+                        .world
+                        .with_local_ctrl(o, |m| pscw::ring::push(m, entry, me))?
+                        .unwrap_or(false);
+                if !pushed {
+                    rest.push(o);
+                }
+            }
+            origins = rest;
+        }
         pscw::Origin {
             transport: self.world.transport(),
             am: &self.world.am,
@@ -124,6 +144,21 @@ impl<T: Element> Window<'_, T> {
             }
             if state.pscw.ready(rank) {
                 return Ok(true);
+            }
+            if self.world.sync_words_by_cpu() {
+                // Posts of node-local targets wait in our ring (we hold the
+                // epoch lock: the one consumer).
+                let entry = directory::entry_offset(self.slot);
+                let size = self.world.size();
+                let posts = &self.world.posts;
+                let bad = pscw::ring::drain(self.world.control_memory(), entry, size, |r| {
+                    if let Err(e) = posts.arrive(id, r) {
+                        tracing::warn!("post ring of window {id}: {e}");
+                    }
+                })?;
+                if bad > 0 {
+                    tracing::warn!("post ring of window {id}: {bad} entries that name no rank dropped");
+                }
             }
             let arrived = self.world.posts.take(self.id, rank);
             if arrived {

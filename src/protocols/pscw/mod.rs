@@ -3,6 +3,7 @@
 //! side (`target.rs`).
 
 pub mod origin;
+pub mod ring;
 pub mod target;
 
 pub use origin::Origin;
