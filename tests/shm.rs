@@ -406,8 +406,19 @@ fn segments_private_and_nameless() {
     // `onesided-<pid>-<n>-<hex>:<uid>:<index>` (docs/reliability.md).
     let provider_shm = world.provider().starts_with("shm");
     let endpoint_region = |name: &str| provider_shm && name.contains(':');
+    // Another job's shm-provider endpoint regions (`onesided-<pid>-…:…`,
+    // a pid outside this job): a job running beside this one on the
+    // machine, not a file of ours.
+    let other_job = |name: &str| {
+        let pid = name
+            .strip_prefix("onesided-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u64>().ok());
+        name.contains(':') && pid.is_some_and(|p| !pids.contains(&p))
+    };
     let of_the_job = |name: &str| {
         !endpoint_region(name)
+            && !other_job(name)
             && (name.contains("onesided")
                 || pids.iter().any(|p| {
                     let p = p.to_string();
