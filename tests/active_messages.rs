@@ -113,7 +113,11 @@ fn request_reply() {
                 ECHO,
                 &payload(rank, target, k),
                 Box::new(move |res| {
-                    r.lock().unwrap().push((target, k, res.map(|b| b.to_vec())));
+                    r.lock().unwrap().push((
+                        target,
+                        k,
+                        res.map(|b| b.to_vec()).map_err(|e| e.to_string()),
+                    ));
                 }),
             )
             .unwrap();
@@ -192,9 +196,11 @@ fn hostile() {
             kind,
             bytes,
             Box::new(move |r| {
-                g.lock()
-                    .unwrap()
-                    .push((1, kind as usize, r.map(|b| b.to_vec())));
+                g.lock().unwrap().push((
+                    1,
+                    kind as usize,
+                    r.map(|b| b.to_vec()).map_err(|e| e.to_string()),
+                ));
             }),
         )
         .unwrap();
@@ -277,5 +283,119 @@ fn active_messages_mr_local() {
         .filter(|p| *p == "tcp" || *p == "shm")
     {
         common::run_variant(module_path!(), "active_messages_request_reply", 2, p, &env);
+    }
+}
+
+/// Rank 1 leaves (`process::exit`, no finalize) right after a barrier;
+/// rank 0 keeps sending it requests. Requests to the departed rank must
+/// end in an error naming rank 1 within `ONESIDED_TIMEOUT` (5 s here) —
+/// through the reply callback when the send failed after it was posted
+/// (`NoReply::Unsent`, kind `PeerUnreachable`), or from `request` itself
+/// (libfabric 1.17's tcp and net keep answering `FI_EAGAIN` to sends to a
+/// closed connection: kind `Timeout`) — and the credits of failed requests
+/// must come back. A request posted before the connection broke may vanish
+/// without a reply: each one is waited for at most 2 s, at most 8 may.
+/// A request's reply, or why there is none.
+type Outcome = Result<Vec<u8>, am::NoReply>;
+
+fn departed_child() {
+    let world = World::init().expect("init");
+    let am = world.active_messages();
+    am.register(ECHO, Arc::new(Echo(world.rank()))).unwrap();
+    world.barrier().expect("barrier");
+    if world.rank() == 1 {
+        std::process::exit(0);
+    }
+    let t = world.bench_transport();
+    let start = Instant::now();
+    let (mut answered, mut vanished) = (0, 0);
+    let mut outcome = None;
+    for k in 0..10_000 {
+        let got: Arc<Mutex<Option<Outcome>>> = Arc::default();
+        let g = got.clone();
+        let sent = am.request(
+            t,
+            1,
+            ECHO,
+            &payload(0, 1, k),
+            Box::new(move |r| *g.lock().unwrap() = Some(r.map(|b| b.to_vec()))),
+        );
+        if let Err(e) = sent {
+            outcome = Some(("request", e));
+            break;
+        }
+        let asked = Instant::now();
+        while got.lock().unwrap().is_none() && asked.elapsed() < Duration::from_secs(2) {
+            t.progress().unwrap_or(0);
+            std::thread::yield_now();
+        }
+        match got.lock().unwrap().take() {
+            None => vanished += 1,
+            Some(Ok(_)) => answered += 1,
+            Some(Err(am::NoReply::Unsent(e))) => {
+                outcome = Some(("reply callback", e));
+                break;
+            }
+            Some(Err(am::NoReply::Refused(why))) => panic!("request {k} refused: {why}"),
+        }
+        assert!(
+            vanished <= 8,
+            "{vanished} requests vanished without an error"
+        );
+    }
+    let (via, e) = outcome.expect("requests to a departed rank never failed");
+    let secs = start.elapsed().as_secs_f64();
+    println!("departed: {answered} answered, {vanished} vanished, then Err via {via} after {secs:.2} s: {e}");
+    assert!(
+        matches!(
+            e.kind(),
+            onesided::ErrorKind::PeerUnreachable | onesided::ErrorKind::Timeout
+        ),
+        "{e}"
+    );
+    assert_eq!(e.rank(), Some(1), "{e}");
+    assert!(secs < 5.0 + 2.0 * (vanished + 1) as f64, "took {secs:.2} s");
+    assert!(
+        world.stats().active_messages.in_flight <= vanished,
+        "credits of failed requests not returned: {:?}",
+        world.stats().active_messages
+    );
+    // Skip the collective drop (rank 1 is gone).
+    std::process::exit(0);
+}
+
+#[test]
+fn requests_to_a_departed_rank_fail_naming_it() {
+    let name = common::test_name(module_path!(), "requests_to_a_departed_rank_fail_naming_it");
+    if common::is_child(&name) {
+        return departed_child();
+    }
+    let providers: Vec<String> = common::providers()
+        .into_iter()
+        .filter(|p| p == "tcp" || p == "net")
+        .collect();
+    if providers.is_empty() {
+        common::say("SKIP requests_to_a_departed_rank_fail_naming_it: no connection-based provider (tcp, net) in ONESIDED_TEST_PROVIDERS");
+        return;
+    }
+    for p in providers {
+        let mut cmd = common::onesided_run_command(&name, 2, &["--keep-going"]);
+        common::select_provider(&mut cmd, &p);
+        cmd.env("ONESIDED_TIMEOUT", "5");
+        let out = common::run_with_limit(cmd, Duration::from_secs(60));
+        common::say(&format!(
+            "departed rank, provider {p}: job {} in {:.1} s; {}",
+            out.status.map_or("hung".into(), |s| s.to_string()),
+            out.elapsed.as_secs_f64(),
+            out.stdout
+                .lines()
+                .find(|l| l.contains("departed: "))
+                .unwrap_or("no result line")
+        ));
+        assert!(
+            out.status.is_some_and(|s| s.success()),
+            "provider {p}:\n{}",
+            out.tail(30)
+        );
     }
 }

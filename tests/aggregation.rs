@@ -414,7 +414,9 @@ fn malformed() {
                 kind::BATCH,
                 m,
                 Box::new(move |r| {
-                    g.lock().unwrap().push((k, r.map(|b| b.to_vec())));
+                    g.lock()
+                        .unwrap()
+                        .push((k, r.map(|b| b.to_vec()).map_err(|e| e.to_string())));
                 }),
             )
             .unwrap();
@@ -453,7 +455,11 @@ fn malformed() {
                 1,
                 kind::GET,
                 m,
-                Box::new(move |r| g.lock().unwrap().push((k, r.map(|b| b.to_vec())))),
+                Box::new(move |r| {
+                    g.lock()
+                        .unwrap()
+                        .push((k, r.map(|b| b.to_vec()).map_err(|e| e.to_string())))
+                }),
             )
             .unwrap();
         }
@@ -464,7 +470,11 @@ fn malformed() {
             1,
             kind::GET,
             &strided_get(id, 0, 32, 8, 2),
-            Box::new(move |r| g2.lock().unwrap().push((last, r.map(|b| b.to_vec())))),
+            Box::new(move |r| {
+                g2.lock()
+                    .unwrap()
+                    .push((last, r.map(|b| b.to_vec()).map_err(|e| e.to_string())))
+            }),
         )
         .unwrap();
         let start = std::time::Instant::now();

@@ -271,9 +271,10 @@ fn refused() {
             Box::new(move |r| {
                 // Replies may come back in any order (handlers run on two
                 // threads at the target): keep the request's offset.
-                g.lock()
-                    .unwrap()
-                    .push((window * 1000 + offset, r.map(|b| b.to_vec())));
+                g.lock().unwrap().push((
+                    window * 1000 + offset,
+                    r.map(|b| b.to_vec()).map_err(|e| e.to_string()),
+                ));
             }),
         )
         .unwrap();

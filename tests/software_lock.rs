@@ -272,7 +272,11 @@ fn hostile() {
                 1,
                 kind::LOCK,
                 m,
-                Box::new(move |r| g.lock().unwrap().push(r.map(|b| b.to_vec()))),
+                Box::new(move |r| {
+                    g.lock()
+                        .unwrap()
+                        .push(r.map(|b| b.to_vec()).map_err(|e| e.to_string()))
+                }),
             )
             .expect("request");
             until(&world, "an error reply", || {

@@ -54,6 +54,9 @@ pub use inflight::InFlight;
 pub use memory::Memory;
 pub use vocab::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype};
 
+/// What [`Transport::send_posted`] runs when a posted send fails later.
+pub type SendFailed = Box<dyn FnOnce(crate::error::Error) + Send>;
+
 use crate::error::Result;
 
 /// Where an operation lands: an address in the target's registration and its key.
@@ -296,6 +299,21 @@ pub trait Transport: Send + Sync {
     /// pre-posted receive buffers; returns when `bytes` may be reused. The
     /// receiver's [`Receiver`] sees the message when its CQ is read.
     fn send(&self, target: usize, bytes: &[u8]) -> Result<()>;
+    /// Posts `bytes` like [`Transport::send`] but returns without waiting
+    /// for the send's local completion: the bytes are copied (or injected)
+    /// first. Meant for requests whose reply proves delivery. When the send
+    /// fails after this returned `Ok`, `failed` runs once with the error
+    /// (naming `target`; kind `PeerUnreachable` when the peer is gone) on
+    /// whichever thread reads the completion; otherwise it is dropped
+    /// uncalled. On `Err` nothing is in flight and `failed` is not called.
+    ///
+    /// The default waits like [`Transport::send`] (a failure is then its
+    /// `Err`). Messages to one target arrive in the order they were posted,
+    /// whichever of the two calls posted them.
+    fn send_posted(&self, target: usize, bytes: &[u8], failed: SendFailed) -> Result<()> {
+        drop(failed);
+        self.send(target, bytes)
+    }
     /// Installs the handler of incoming messages (messages that arrive
     /// before are dropped and counted in [`TransportStats::messages_dropped`]).
     fn set_receiver(&self, receiver: Arc<dyn Receiver>);

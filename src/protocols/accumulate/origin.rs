@@ -112,9 +112,9 @@ impl Origin<'_, '_> {
                              {} bytes, {want} expected",
                             b.len()
                         )),
-                        Err(why) => s.fail(format!(
-                            "window {id}: software accumulate from rank {me} refused: {why}"
-                        )),
+                        Err(no) => no.fail_sink(&s, |why| {
+                            format!("window {id}: software accumulate from rank {me} refused: {why}")
+                        }),
                     }),
                 );
                 if let Err(e) = sent {

@@ -243,7 +243,9 @@ impl Aggregation {
                         "window {id}: rank {rank} answered a strided get of {want} bytes with {}",
                         b.len()
                     )),
-                    Err(why) => s.fail(format!("window {id}: strided get refused: {why}")),
+                    Err(no) => {
+                        no.fail_sink(&s, |why| format!("window {id}: strided get refused: {why}"))
+                    }
                 }),
             );
             if let Err(e) = posted {
@@ -255,7 +257,10 @@ impl Aggregation {
             }
         }
         let what = || format!("replies to strided gets from rank {rank} (window {id})");
-        let waited = o.transport.wait(buf.completion(), &what);
+        let waited = o
+            .transport
+            .wait(buf.completion(), &what)
+            .map_err(|e| e.awaiting(rank));
         sent?;
         waited?;
         let bytes: Vec<u8> = buf.into_inner().map_err(|_| {
@@ -400,7 +405,9 @@ impl Aggregation {
                     "window {id}: rank {rank} answered a batch with {} bytes",
                     b.len()
                 )),
-                Err(why) => s.fail(format!("window {id}: batch from rank {me} refused: {why}")),
+                Err(no) => no.fail_sink(&s, |why| {
+                    format!("window {id}: batch from rank {me} refused: {why}")
+                }),
             }),
         );
         match sent {

@@ -15,7 +15,7 @@ use super::target::LockHandler;
 use super::wire::{Carried, LockMsg, Status, SubOp};
 use crate::epoch::LockType;
 use crate::error::{Error, Result};
-use crate::transport::am::{kind, ActiveMessages};
+use crate::transport::am::{kind, ActiveMessages, NoReply};
 use crate::transport::{Completion, Transport};
 
 /// What the origin side of the lock protocol needs of a window.
@@ -47,7 +47,7 @@ impl Origin<'_> {
         if rank == self.me {
             return self.queue.serve(rank, m).map_err(refused);
         }
-        let slot: Arc<Mutex<Option<std::result::Result<Status, String>>>> = Arc::default();
+        let slot: Arc<Mutex<Option<std::result::Result<Status, NoReply>>>> = Arc::default();
         let done = Arc::new(Completion::new());
         done.add();
         let (s, d) = (slot.clone(), done.clone());
@@ -57,7 +57,7 @@ impl Origin<'_> {
             kind::LOCK,
             &m.encode(),
             Box::new(move |reply| {
-                let r = reply.and_then(Status::decode);
+                let r = reply.and_then(|b| Status::decode(b).map_err(NoReply::Refused));
                 if let Ok(mut g) = s.lock() {
                     *g = Some(r);
                 }
@@ -70,7 +70,7 @@ impl Origin<'_> {
         let got = slot.lock().ok().and_then(|mut g| g.take());
         match got {
             Some(Ok(s)) => Ok(s),
-            Some(Err(why)) => Err(refused(why)),
+            Some(Err(no)) => Err(no.into_error(refused)),
             None => Err(refused("no reply recorded".into())),
         }
     }
@@ -168,10 +168,14 @@ impl Origin<'_> {
             rank,
             kind::LOCK,
             &m.encode(),
-            Box::new(move |reply| match reply.and_then(Status::decode) {
-                Ok(Status::Done) => t.done(),
-                Ok(s) => t.failed(format!("window {id}: release answered {s:?}")),
-                Err(why) => t.failed(format!("window {id}: release refused: {why}")),
+            Box::new(move |reply| {
+                match reply.and_then(|b| Status::decode(b).map_err(NoReply::Refused)) {
+                    Ok(Status::Done) => t.done(),
+                    Ok(s) => t.failed(format!("window {id}: release answered {s:?}")),
+                    Err(no) => {
+                        no.fail_completion(&t, |why| format!("window {id}: release refused: {why}"))
+                    }
+                }
             }),
         );
         if sent.is_err() {

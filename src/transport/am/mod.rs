@@ -38,7 +38,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 pub use header::{Class, Header, HEADER_BYTES, MAX_PAYLOAD};
-pub use pending::{OnReply, CREDITS};
+pub use pending::{NoReply, OnReply, CREDITS};
 
 use super::{Receiver, Transport};
 use crate::error::{Error, Result};
@@ -100,7 +100,7 @@ pub struct ActiveMessages {
     size: usize,
     timeout: Option<Duration>,
     handlers: RwLock<HashMap<u8, Arc<dyn Handler>>>,
-    pending: pending::Pending,
+    pending: Arc<pending::Pending>,
     resolver: Resolver,
     handled: AtomicU64,
     requests: AtomicU64,
@@ -122,7 +122,7 @@ impl ActiveMessages {
             size,
             timeout,
             handlers: RwLock::new(HashMap::new()),
-            pending: pending::Pending::default(),
+            pending: Arc::default(),
             resolver: Box::new(resolver),
             handled: AtomicU64::new(0),
             requests: AtomicU64::new(0),
@@ -229,7 +229,16 @@ impl ActiveMessages {
             wait.step()?;
         };
         let m = self.message(Class::Request, kind, token, payload)?;
-        if let Err(e) = t.send(target, &m) {
+        // The reply proves delivery: the send is not waited for. If it fails
+        // later, the request's slot is taken back and its `on_reply` learns
+        // why (unless a reply already took it).
+        let pending = self.pending.clone();
+        let failed: crate::transport::SendFailed = Box::new(move |e| {
+            if let Ok(on_reply) = pending.take(token, target, kind) {
+                on_reply(Err(NoReply::Unsent(e)));
+            }
+        });
+        if let Err(e) = t.send_posted(target, &m, failed) {
             // Nothing went out: give the credit back without running on_reply.
             drop(self.pending.take(token, target, kind));
             return Err(e);
@@ -308,7 +317,9 @@ impl Receiver for ActiveMessages {
                 if h.class == Class::Reply {
                     on_reply(Ok(payload));
                 } else {
-                    on_reply(Err(String::from_utf8_lossy(payload).into_owned()));
+                    on_reply(Err(NoReply::Refused(
+                        String::from_utf8_lossy(payload).into_owned(),
+                    )));
                 }
                 None
             }

@@ -12,13 +12,76 @@
 
 use std::sync::Mutex;
 
+use crate::error::Error;
+use crate::transport::inflight::Sink;
+use crate::transport::Completion;
+
 /// Requests a process may have in flight at once.
 pub const CREDITS: usize = 32;
 
 /// What to do with the reply: called exactly once, with the reply payload
-/// or the reason the target refused the request, by whichever thread reads
-/// the reply. It must not block.
-pub type OnReply = Box<dyn FnOnce(Result<&[u8], String>) + Send>;
+/// or why there is none, by whichever thread reads the reply (or the
+/// failed send's completion). It must not block.
+pub type OnReply = Box<dyn FnOnce(Result<&[u8], NoReply>) + Send>;
+
+/// Why a request has no reply payload.
+#[derive(Debug)]
+pub enum NoReply {
+    /// The target answered with an error reply: why it refused.
+    Refused(String),
+    /// The request's send failed after it was posted (the connection broke,
+    /// the peer is gone): no reply will come. The error names the target.
+    Unsent(Error),
+}
+
+impl std::fmt::Display for NoReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoReply::Refused(why) => write!(f, "refused: {why}"),
+            NoReply::Unsent(e) => write!(f, "not delivered: {e}"),
+        }
+    }
+}
+
+impl NoReply {
+    /// Records this on `sink`: a refusal as `refused(why)`, an undelivered
+    /// request as a failure naming the peer (kind `PeerUnreachable` when
+    /// the peer is gone).
+    pub fn fail_sink(self, sink: &Sink, refused: impl FnOnce(String) -> String) {
+        match self {
+            NoReply::Refused(why) => sink.fail(refused(why)),
+            NoReply::Unsent(e) => match gone(&e) {
+                Some(rank) => sink.fail_peer_gone(rank, e.to_string()),
+                None => sink.fail(e.to_string()),
+            },
+        }
+    }
+
+    /// As [`NoReply::fail_sink`], on a completion tracker.
+    pub fn fail_completion(self, c: &Completion, refused: impl FnOnce(String) -> String) {
+        match self {
+            NoReply::Refused(why) => c.failed(refused(why)),
+            NoReply::Unsent(e) => match gone(&e) {
+                Some(rank) => c.peer_gone(rank, e.to_string()),
+                None => c.failed(e.to_string()),
+            },
+        }
+    }
+
+    /// The error a caller returns: a refusal becomes `refused(why)`.
+    pub fn into_error(self, refused: impl FnOnce(String) -> Error) -> Error {
+        match self {
+            NoReply::Refused(why) => refused(why),
+            NoReply::Unsent(e) => e,
+        }
+    }
+}
+
+fn gone(e: &Error) -> Option<usize> {
+    (e.kind() == crate::error::ErrorKind::PeerUnreachable)
+        .then(|| e.rank())
+        .flatten()
+}
 
 struct Entry {
     target: usize,

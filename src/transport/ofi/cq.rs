@@ -38,6 +38,9 @@ pub struct OpContext {
     /// Set for receive buffers and replies (`msg.rs`), which are not
     /// counted done on a tracker but handed to the message layer.
     pub msg: Option<MsgRole>,
+    /// Run with the error if the operation fails (a posted send that
+    /// nobody waits for: `msg::send_posted`).
+    pub on_fail: Option<crate::transport::SendFailed>,
 }
 
 impl OpContext {
@@ -54,6 +57,18 @@ impl OpContext {
         what: &'static str,
         target: usize,
     ) -> Result<*mut std::os::raw::c_void> {
+        Self::track_failing(t, trackers, (mr, keep), what, target, None)
+    }
+
+    /// As [`OpContext::track`], with a hook run if the operation fails.
+    pub(super) fn track_failing(
+        t: &OfiTransport,
+        trackers: Trackers<'_>,
+        (mr, keep): (Vec<LocalMr>, Option<Arc<dyn std::any::Any + Send + Sync>>),
+        what: &'static str,
+        target: usize,
+        on_fail: Option<crate::transport::SendFailed>,
+    ) -> Result<*mut std::os::raw::c_void> {
         let Trackers { done, group } = trackers;
         let mut op = OpContext {
             done: done.clone(),
@@ -63,6 +78,7 @@ impl OpContext {
             what,
             target,
             msg: None,
+            on_fail,
         };
         let mut waiting: Option<(Instant, u32)> = None;
         let token = loop {
@@ -306,7 +322,7 @@ fn read_error(t: &OfiTransport) -> Result<()> {
         );
         return Ok(());
     }
-    let Some(ctx) = t.ops.take(err.op_context) else {
+    let Some(mut ctx) = t.ops.take(err.op_context) else {
         return Ok(());
     };
     if let Some(role) = ctx.msg {
@@ -335,7 +351,16 @@ fn read_error(t: &OfiTransport) -> Result<()> {
         ]
         .contains(&e.abs())
     };
-    if gone(err.err) || gone(err.prov_errno) {
+    let peer_gone = gone(err.err) || gone(err.prov_errno);
+    if let Some(failed) = ctx.on_fail.take() {
+        let what = format!("{} to rank {}", ctx.what, ctx.target);
+        failed(if peer_gone {
+            Error::peer_unreachable(ctx.target, what, message.clone())
+        } else {
+            Error::backend("ofi", "fi_cq_readerr", what, err.err, message.clone())
+        });
+    }
+    if peer_gone {
         ctx.fail_peer_gone(message);
     } else {
         ctx.fail(message);

@@ -510,6 +510,15 @@ impl Transport for OfiTransport {
         msg::send(self, target, bytes)
     }
 
+    fn send_posted(
+        &self,
+        target: usize,
+        bytes: &[u8],
+        failed: crate::transport::SendFailed,
+    ) -> Result<()> {
+        msg::send_posted(self, target, bytes, failed)
+    }
+
     fn set_receiver(&self, receiver: Arc<dyn Receiver>) {
         if let Some(m) = &self.msgs {
             m.set_receiver(receiver);

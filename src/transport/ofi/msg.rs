@@ -149,6 +149,7 @@ fn context(m: &Messages, role: MsgRole) -> OpContext {
         },
         target: usize::MAX,
         msg: Some(role),
+        on_fail: None,
     }
 }
 
@@ -304,6 +305,39 @@ pub fn completed(t: &OfiTransport, ctx: OpContext, role: MsgRole, len: usize, ok
 
 /// Blocking send of at most [`MAX_MESSAGE`] bytes.
 pub fn send(t: &OfiTransport, target: usize, bytes: &[u8]) -> Result<()> {
+    let done = Arc::new(Completion::new());
+    let len = bytes.len();
+    let posted = post(t, target, bytes, &done, None);
+    if posted.as_ref().is_ok_and(|injected| *injected) {
+        return Ok(());
+    }
+    let waited = wait(t, &done, &|| format!("sending {len} bytes to rank {target}"));
+    posted?;
+    waited
+}
+
+/// Posts a send of at most [`MAX_MESSAGE`] bytes and returns; `failed`
+/// runs if it fails later (`Transport::send_posted`).
+pub fn send_posted(
+    t: &OfiTransport,
+    target: usize,
+    bytes: &[u8],
+    failed: crate::transport::SendFailed,
+) -> Result<()> {
+    // Nobody waits on this tracker: the context's hook reports a failure.
+    let done = Arc::new(Completion::new());
+    post(t, target, bytes, &done, Some(failed)).map(|_| ())
+}
+
+/// Posts a send tracked on `done`; `Ok(true)` when it was injected (no
+/// completion will come).
+fn post(
+    t: &OfiTransport,
+    target: usize,
+    bytes: &[u8],
+    done: &Arc<Completion>,
+    failed: Option<crate::transport::SendFailed>,
+) -> Result<bool> {
     if bytes.len() > MAX_MESSAGE || bytes.is_empty() {
         return Err(Error::InvalidArgument(format!(
             "message of {} bytes to rank {target}: messages hold 1 to {MAX_MESSAGE} bytes",
@@ -326,7 +360,7 @@ pub fn send(t: &OfiTransport, target: usize, bytes: &[u8]) -> Result<()> {
             unsafe { fi::fi_inject(t.ep.as_ptr(), bytes.as_ptr().cast(), bytes.len(), fi_addr) }
         })?;
         count();
-        return Ok(());
+        return Ok(true);
     }
     // A copy: under FI_MR_LOCAL it is registered (the caller's bytes may be
     // read-only), and it is owned by the operation's context either way.
@@ -343,19 +377,20 @@ pub fn send(t: &OfiTransport, target: usize, bytes: &[u8]) -> Result<()> {
     };
     let desc = mr.first().map_or(std::ptr::null_mut(), |m| m.desc());
     let (ptr, len) = (copy.as_ptr(), copy.len());
-    let done = Arc::new(Completion::new());
     let keep: Arc<dyn std::any::Any + Send + Sync> = copy;
-    let ctx = OpContext::track(t, Trackers::own(&done), mr, Some(keep), "send", target)?;
-    let posted = post_retry(t, "fi_send", target, ctx, || {
+    let ctx = OpContext::track_failing(
+        t,
+        Trackers::own(done),
+        (mr, Some(keep)),
+        "send",
+        target,
+        failed,
+    )?;
+    post_retry(t, "fi_send", target, ctx, || {
         // SAFETY: live endpoint; the copy is kept alive by the context until
         // the completion; desc covers it under FI_MR_LOCAL.
         unsafe { fi::fi_send(t.ep.as_ptr(), ptr.cast(), len, desc, fi_addr, ctx) }
-    });
-    let waited = wait(t, &done, &|| {
-        format!("sending {len} bytes to rank {target}")
-    });
-    posted?;
-    waited?;
+    })?;
     count();
-    Ok(())
+    Ok(false)
 }

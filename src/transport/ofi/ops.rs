@@ -228,6 +228,7 @@ mod tests {
             what: "test",
             target: 0,
             msg: None,
+            on_fail: None,
         }
     }
 
