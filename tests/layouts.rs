@@ -132,6 +132,106 @@ fn layouts() {
 
 spmd_test!(noncontiguous_put_get_accumulate, &[2, 3], layouts);
 
+/// Blocks too large for batches (800 and 2,400 bytes) in runs of 7 and 9:
+/// a back-end with scatter-gather RMA (`Caps::rma_ranges` > 1: libfabric's
+/// `fi_writemsg`/`fi_readmsg` with several remote ranges) moves each run
+/// in ⌈blocks / ranges⌉ provider operations, counted in the transport's
+/// statistics; elsewhere block by block. Every element of the target
+/// window is checked (also that nothing outside the layout was written),
+/// and every element read.
+fn scatter_gather() {
+    const R: usize = 12;
+    const C: usize = 1024;
+    let world = World::init().unwrap();
+    let (me, p) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    let mut win = Window::<i64>::allocate(&world, R * C).unwrap();
+    let sentinel = |rank: usize, i: usize| -(value(rank, i) + 1);
+    let mine: Vec<i64> = (0..R * C).map(|i| sentinel(me, i)).collect();
+    win.local_write(0, &mine).unwrap();
+    world.barrier().unwrap();
+    let provider_path = std::env::var("ONESIDED_SHM").as_deref() == Ok("0");
+    let ranges = world.transport_caps().rma_ranges;
+    let ops = |blocks: usize| {
+        if ranges > 1 {
+            blocks.div_ceil(ranges) as u64
+        } else {
+            blocks as u64
+        }
+    };
+
+    // 7 rows x 100 elements from (2, 3) of the right neighbour's grid,
+    // from a packed origin.
+    let put_shape = Layout::subarray(&[R, C], &[7, 100], &[2, 3]).unwrap();
+    let data: Vec<i64> = (0..700).map(|k| value(me, k)).collect();
+    win.lock_all().unwrap();
+    let before = world.stats().transport.writes;
+    win.put_layout(right, 0, &put_shape, &data, &Layout::contiguous(700))
+        .unwrap();
+    let writes = world.stats().transport.writes - before;
+    win.unlock_all().unwrap();
+    if provider_path {
+        assert_eq!(
+            writes,
+            ops(7),
+            "provider writes for 7 blocks ({ranges} ranges per op)"
+        );
+    }
+    world.barrier().unwrap();
+    let got = win.local_to_vec().unwrap();
+    for (i, v) in got.iter().enumerate() {
+        let (r, c) = (i / C, i % C);
+        let want = if (2..9).contains(&r) && (3..103).contains(&c) {
+            value(left, (r - 2) * 100 + c - 3)
+        } else {
+            sentinel(me, i)
+        };
+        assert_eq!(*v, want, "element ({r}, {c}) after the scatter put");
+    }
+    world.barrier().unwrap();
+
+    // 9 rows x 300 elements from (1, 600) of the left neighbour's grid
+    // (its own sentinels, except what its left neighbour put), into a
+    // strided origin.
+    let get_shape = Layout::subarray(&[R, C], &[9, 300], &[1, 600]).unwrap();
+    let into = Layout::vector(9, 300, 301).unwrap();
+    let mut out = vec![7i64; 9 * 301];
+    win.lock_all().unwrap();
+    // The left neighbour's window metadata, fetched (one read) where the
+    // back-end needs it, before counting.
+    win.get(left, 0, &mut [0]).unwrap();
+    let before = world.stats().transport.reads;
+    win.get_layout(left, 0, &get_shape, &mut out, &into)
+        .unwrap();
+    let reads = world.stats().transport.reads - before;
+    win.unlock_all().unwrap();
+    if provider_path {
+        assert_eq!(
+            reads,
+            ops(9),
+            "provider reads for 9 blocks ({ranges} ranges per op)"
+        );
+    }
+    for r in 0..9 {
+        for c in 0..301 {
+            let want = if c < 300 {
+                sentinel(left, (1 + r) * C + 600 + c)
+            } else {
+                7
+            };
+            assert_eq!(
+                out[r * 301 + c],
+                want,
+                "element ({r}, {c}) of the gather get"
+            );
+        }
+    }
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(scatter_gather_large_blocks, &[2, 3], scatter_gather);
+
 /// The 2-D halo example (examples/halo.rs) checks every halo element it
 /// receives and exits non-zero on a mismatch: run it at 3 ranks over the
 /// provider and over the direct path.

@@ -170,6 +170,11 @@ pub struct Caps {
     pub inject_size: usize,
     /// Largest single transfer, in bytes.
     pub max_msg_size: usize,
+    /// Remote ranges one [`crate::transport::Transport::put_scatter`] or
+    /// [`crate::transport::Transport::get_gather`] operation carries (the
+    /// provider's `rma_iov_limit`); 1 where every range is its own
+    /// operation.
+    pub rma_ranges: usize,
     /// How a flush makes writes remotely complete.
     pub completion: RemoteCompletion,
     /// A remote access error (a stale or wrong key, an address outside a

@@ -54,6 +54,22 @@ pub use inflight::InFlight;
 pub use memory::Memory;
 pub use vocab::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype};
 
+/// Checks that the lengths of `ranges` sum to `len` (the buffer of
+/// [`Transport::put_scatter`] and [`Transport::get_gather`]).
+pub fn check_ranges(len: usize, ranges: &[(RemoteAddr, usize)]) -> Result<()> {
+    let total = ranges
+        .iter()
+        .try_fold(0usize, |sum, r| sum.checked_add(r.1));
+    if total != Some(len) {
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "{} remote ranges of {} bytes in all for a buffer of {len} bytes",
+            ranges.len(),
+            total.map_or("more than usize::MAX".to_string(), |t| t.to_string())
+        )));
+    }
+    Ok(())
+}
+
 /// What [`Transport::send_posted`] runs when a posted send fails later.
 pub type SendFailed = Box<dyn FnOnce(crate::error::Error) + Send>;
 
@@ -295,6 +311,41 @@ pub trait Transport: Send + Sync {
         result: &InFlight,
         dst: RemoteAddr,
     ) -> Result<()>;
+    /// Writes `data` to the remote ranges `dst` in order — range `i` gets
+    /// the next `dst[i].1` bytes; the lengths sum to `data.len()` — with as
+    /// few operations as the back-end allows ([`Caps::rma_ranges`] ranges
+    /// per operation: a noncontiguous put as one provider call). Returns
+    /// when `data` may be reused, as [`Transport::put`] does. The default
+    /// puts range by range.
+    ///
+    /// # Errors
+    /// Lengths that do not sum to `data.len()` (nothing sent), or what
+    /// [`Transport::put`] returns.
+    fn put_scatter(&self, target: usize, data: &[u8], dst: &[(RemoteAddr, usize)]) -> Result<()> {
+        check_ranges(data.len(), dst)?;
+        let mut at = 0;
+        for &(d, n) in dst {
+            self.put(target, &data[at..at + n], d)?;
+            at += n;
+        }
+        Ok(())
+    }
+    /// Reads the remote ranges `src`, in order, into `buf` (range `i` into
+    /// the next `src[i].1` bytes), with as few operations as the back-end
+    /// allows, as [`Transport::put_scatter`] writes them. Returns when the
+    /// data is in `buf`.
+    ///
+    /// # Errors
+    /// As [`Transport::put_scatter`], or what [`Transport::get`] returns.
+    fn get_gather(&self, target: usize, buf: &mut [u8], src: &[(RemoteAddr, usize)]) -> Result<()> {
+        check_ranges(buf.len(), src)?;
+        let mut at = 0;
+        for &(s, n) in src {
+            self.get(target, &mut buf[at..at + n], s)?;
+            at += n;
+        }
+        Ok(())
+    }
     /// Sends `bytes` (at most [`MAX_MESSAGE`]) to one of `target`'s
     /// pre-posted receive buffers; returns when `bytes` may be reused. The
     /// receiver's [`Receiver`] sees the message when its CQ is read.

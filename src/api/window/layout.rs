@@ -10,6 +10,9 @@
 //! strided entries of BATCH messages, unpacked by the target
 //! (`protocols/aggregation/wire.rs`), and a get_layout's runs as
 //! strided-get requests the target answers with the blocks packed.
+//! Runs of blocks too large for batches travel as scatter puts and gather
+//! gets where the back-end takes several remote ranges per operation
+//! ([`crate::transport::Caps::rma_ranges`]: `fi_writemsg`/`fi_readmsg`).
 //! Otherwise the data travels block by
 //! block (one write, read or atomic per contiguous target block); gets are
 //! issued together and waited for together. Accumulates keep element-wise
@@ -83,9 +86,12 @@ impl<T: Element> Window<'_, T> {
             });
         }
         // Runs of equal blocks at a constant stride as strided batch
-        // entries where the window aggregates; the rest block by block.
+        // entries where the window aggregates; the rest as scatter puts
+        // (several blocks per provider operation) where the back-end
+        // offers them, otherwise block by block.
         let packed = origin_layout.pack(origin)?;
         let bytes: &[u8] = bytemuck::cast_slice(&packed);
+        let scatter = self.world.transport().caps().rma_ranges > 1;
         // Elements and blocks done so far.
         let (mut pos, mut done) = (0, 0);
         for_runs(blocks, |at, (n, stride), count| {
@@ -98,7 +104,13 @@ impl<T: Element> Window<'_, T> {
                     (n * size, stride * size),
                     data,
                 )?;
-            if !queued {
+            if !queued && count > 1 && scatter {
+                let ranges = self.ranges(&d, off, &blocks[done..done + count]);
+                let posted = self.world.transport().put_scatter(world_rank, data, &ranges);
+                // After posting (meta::dirty's rule).
+                self.mark_dirty(world_rank);
+                posted?;
+            } else if !queued {
                 let run = &blocks[done..done + count];
                 self.put_blocks(rank, disp, run, &packed[pos..pos + elems])?;
             }
@@ -106,6 +118,21 @@ impl<T: Element> Window<'_, T> {
             done += count;
             Ok(())
         })
+    }
+
+    /// The remote ranges of `blocks` (elements from byte `off` of the
+    /// window that `d` describes), for a scatter put or gather get.
+    fn ranges(
+        &self,
+        d: &crate::meta::directory::Descriptor,
+        off: usize,
+        blocks: &[(usize, usize)],
+    ) -> Vec<(crate::transport::RemoteAddr, usize)> {
+        let size = std::mem::size_of::<T>();
+        blocks
+            .iter()
+            .map(|&(at, n)| (Self::remote(d, off + at * size), n * size))
+            .collect()
     }
 
     /// Puts `packed` block by block into `blocks` of `rank`'s window
@@ -186,8 +213,9 @@ impl<T: Element> Window<'_, T> {
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         // One epoch and bounds check for the whole target extent.
-        let (world_rank, off, _) = self.access("get_layout", rank, disp, target.extent())?;
+        let (world_rank, off, d) = self.access("get_layout", rank, disp, target.extent())?;
         let blocks = target.blocks();
+        let gather = self.world.transport().caps().rma_ranges > 1;
         let mut packed = vec![T::zeroed(); blocks.iter().map(|b| b.1).sum()];
         // Elements and blocks done so far.
         let (mut pos, mut done) = (0, 0);
@@ -201,7 +229,17 @@ impl<T: Element> Window<'_, T> {
                     (n * size, stride * size),
                     bytemuck::cast_slice_mut(out),
                 )?;
-            if !fetched {
+            if !fetched && count > 1 && gather {
+                // Several blocks per provider read, after the operations
+                // queued for the target (as `get` orders them).
+                self.batches_before(world_rank, true)?;
+                let ranges = self.ranges(&d, off, &blocks[done..done + count]);
+                self.world.transport().get_gather(
+                    world_rank,
+                    bytemuck::cast_slice_mut(out),
+                    &ranges,
+                )?;
+            } else if !fetched {
                 let mut at_elem = 0;
                 for &(b, m) in &blocks[done..done + count] {
                     self.get(rank, disp + b, &mut out[at_elem..at_elem + m])?;

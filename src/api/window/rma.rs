@@ -16,7 +16,7 @@ impl<T: Element> Window<'_, T> {
     /// transport. Writes to oneself go through the transport too on a
     /// dynamic window (its memory is registered, not copied locally), so
     /// they need the same remote completion.
-    fn mark_dirty(&self, rank: usize) {
+    pub(super) fn mark_dirty(&self, rank: usize) {
         if (rank != self.me || self.is_dynamic()) && self.props.ordered_raw {
             self.dirty.mark(rank);
         }

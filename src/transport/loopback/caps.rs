@@ -35,6 +35,7 @@ pub(super) fn caps(id: u64, size: usize) -> Caps {
         needs_target_progress: false,
         batch_small: false,
         inject_size: MAX_MESSAGE,
+        rma_ranges: 1,
         max_msg_size: MAX_TRANSFER,
         completion: RemoteCompletion::Acknowledged,
         // A bad key is an error returned to the origin; nothing breaks.

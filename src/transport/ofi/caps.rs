@@ -29,6 +29,7 @@ pub struct ProviderFacts<'a> {
     pub domain: &'a str,
     pub inject_size: usize,
     pub max_msg_size: usize,
+    pub rma_iov_limit: usize,
     pub ordered_raw: bool,
     pub ordered_atomic_raw: bool,
     pub atomic_order: crate::transport::AtomicOrder,
@@ -48,6 +49,7 @@ pub fn caps(f: ProviderFacts<'_>) -> Caps {
         batch_small: named(f.provider, BATCH_SMALL),
         inject_size: f.inject_size,
         max_msg_size: f.max_msg_size,
+        rma_ranges: f.rma_iov_limit.max(1),
         completion: if f.ordered_raw {
             RemoteCompletion::OrderedRead
         } else {

@@ -329,6 +329,14 @@ impl<'a> InfoRef<'a> {
     pub fn inject_size(&self) -> usize {
         self.tx_attr().inject_size
     }
+    /// Remote ranges (`fi_rma_iov`) one RMA call may carry.
+    pub fn rma_iov_limit(&self) -> usize {
+        self.tx_attr().rma_iov_limit
+    }
+    /// Local buffers (`iovec`) one call may carry.
+    pub fn iov_limit(&self) -> usize {
+        self.tx_attr().iov_limit
+    }
     /// Largest message.
     pub fn max_msg_size(&self) -> usize {
         self.ep_attr().max_msg_size

@@ -69,6 +69,9 @@ pub(crate) struct Props {
     pub inject_size: usize,
     /// Largest single transfer.
     pub max_msg_size: usize,
+    /// Remote ranges one `fi_writemsg`/`fi_readmsg` carries in
+    /// `rma::scatter` (1 under `FI_MR_LOCAL`, where they are not used).
+    pub rma_iov_limit: usize,
     /// RMA reads are ordered after earlier RMA writes to the same peer
     /// (`FI_ORDER_RMA_RAW`): a flush is one small read. Otherwise every write
     /// asks for `FI_DELIVERY_COMPLETE` and a flush waits for completions.
@@ -188,6 +191,11 @@ impl OfiTransport {
             mr_endpoint: mr_mode & fi::FI_MR_ENDPOINT != 0,
             inject_size: entry.inject_size(),
             max_msg_size: entry.max_msg_size(),
+            rma_iov_limit: if mr_mode & fi::FI_MR_LOCAL != 0 || config.force_mr_local {
+                1
+            } else {
+                entry.rma_iov_limit().max(1)
+            },
             ordered_raw: entry.msg_order() & fi::FI_ORDER_RMA_RAW != 0,
             atomics: entry.caps() & fi::FI_ATOMIC != 0,
             // Decided below, once the endpoint can be asked.
@@ -275,6 +283,7 @@ impl OfiTransport {
                 domain: "",
                 inject_size: 0,
                 max_msg_size: 0,
+                rma_iov_limit: 1,
                 ordered_raw: false,
                 ordered_atomic_raw: false,
                 atomic_order: Default::default(),
@@ -309,6 +318,7 @@ impl OfiTransport {
             domain: &domain_name,
             inject_size: t.props.inject_size,
             max_msg_size: t.props.max_msg_size,
+            rma_iov_limit: t.props.rma_iov_limit,
             ordered_raw: t.props.ordered_raw,
             ordered_atomic_raw: t.props.ordered_atomic_raw,
             atomic_order: vocab::atomic_order(msg_order),
@@ -440,6 +450,14 @@ impl Transport for OfiTransport {
 
     fn get(&self, target: usize, buf: &mut [u8], src: RemoteAddr) -> Result<()> {
         rma::get_blocking(self, target, buf, src)
+    }
+
+    fn put_scatter(&self, target: usize, data: &[u8], dst: &[(RemoteAddr, usize)]) -> Result<()> {
+        rma::put_scatter(self, target, data, dst)
+    }
+
+    fn get_gather(&self, target: usize, buf: &mut [u8], src: &[(RemoteAddr, usize)]) -> Result<()> {
+        rma::get_gather(self, target, buf, src)
     }
 
     fn put_async(&self, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()> {

@@ -207,6 +207,147 @@ pub fn put_blocking(t: &OfiTransport, target: usize, data: &[u8], dst: RemoteAdd
     )
 }
 
+/// Blocking put of `data` to the remote ranges `dst` in order (range `i`
+/// gets the next `dst[i].1` bytes): up to `rma_iov_limit` ranges per
+/// `fi_writemsg` (one local buffer, several remote ranges). Returns when
+/// `data` may be reused.
+pub fn put_scatter(
+    t: &OfiTransport,
+    target: usize,
+    data: &[u8],
+    dst: &[(RemoteAddr, usize)],
+) -> Result<()> {
+    // The provider only reads the buffer for a write.
+    scatter(t, Dir::Write, target, data.as_ptr() as *mut u8, data.len(), dst)
+}
+
+/// Blocking get of the remote ranges `src`, in order, into `buf`: up to
+/// `rma_iov_limit` ranges per `fi_readmsg`. Returns when the data is in
+/// `buf`.
+pub fn get_gather(
+    t: &OfiTransport,
+    target: usize,
+    buf: &mut [u8],
+    src: &[(RemoteAddr, usize)],
+) -> Result<()> {
+    scatter(t, Dir::Read, target, buf.as_mut_ptr(), buf.len(), src)
+}
+
+/// `put_scatter` and `get_gather`: `buf` (`len` bytes, borrowed by the
+/// caller for the call, mutably for a read) against `ranges`.
+fn scatter(
+    t: &OfiTransport,
+    dir: Dir,
+    target: usize,
+    buf: *mut u8,
+    len: usize,
+    ranges: &[(RemoteAddr, usize)],
+) -> Result<()> {
+    crate::transport::check_ranges(len, ranges)?;
+    let ranges: Vec<(RemoteAddr, usize)> = ranges.iter().copied().filter(|r| r.1 > 0).collect();
+    if t.props.rma_iov_limit < 2 || t.staging.is_some() || t.props.mr_local || ranges.len() < 2
+    {
+        // One transfer per range (registration or staging per buffer).
+        let mut at = 0;
+        for (remote, n) in ranges {
+            // SAFETY: check_ranges: at + n <= len, inside the caller's buffer.
+            let part = unsafe { buf.add(at) };
+            transfer(t, dir, target, part, n, remote)?;
+            at += n;
+        }
+        return Ok(());
+    }
+    let what = || {
+        format!(
+            "{}ting {len} bytes in {} ranges with rank {target}",
+            dir.name(),
+            ranges.len()
+        )
+    };
+    with_own(|done| {
+        let posted = post_ranges(t, dir, target, buf, &ranges, done);
+        // Wait even if a later post failed: earlier ones use the buffer.
+        let waited = wait(t, done, &what);
+        posted?;
+        waited
+    })
+}
+
+/// Posts `ranges` against consecutive parts of `buf`, as many ranges per
+/// call as the provider takes and `max_msg_size` allows (a range larger
+/// than that goes alone, in chunks).
+fn post_ranges(
+    t: &OfiTransport,
+    dir: Dir,
+    target: usize,
+    buf: *mut u8,
+    ranges: &[(RemoteAddr, usize)],
+    done: &Arc<Completion>,
+) -> Result<()> {
+    t.ensure_alive()?;
+    let fi_addr = t.peer(target)?;
+    let (limit, max) = (t.props.rma_iov_limit, t.props.max_msg_size.max(1));
+    let (mut i, mut at) = (0, 0);
+    while i < ranges.len() {
+        // SAFETY: the ranges' lengths sum to the buffer's (check_ranges).
+        let local = unsafe { buf.add(at) };
+        if ranges[i].1 > max {
+            let (remote, n) = ranges[i];
+            post(t, dir, target, Local::of(local, n), remote, Trackers::own(done))?;
+            (i, at) = (i + 1, at + n);
+            continue;
+        }
+        let mut rma = Vec::with_capacity(limit);
+        let mut bytes = 0;
+        while let Some(&(r, n)) = ranges.get(i + rma.len()) {
+            if rma.len() == limit || bytes + n > max {
+                break;
+            }
+            rma.push(fi::fi_rma_iov {
+                addr: r.addr,
+                len: n,
+                key: r.key,
+            });
+            bytes += n;
+        }
+        let ctx = OpContext::track(t, Trackers::own(done), Vec::new(), None, dir.name(), target)?;
+        let iov = libc_iovec(local, bytes);
+        let mut descs = [std::ptr::null_mut()];
+        let msg = fi::fi_msg_rma {
+            msg_iov: &iov,
+            desc: descs.as_mut_ptr(),
+            iov_count: 1,
+            addr: fi_addr,
+            rma_iov: rma.as_ptr(),
+            rma_iov_count: rma.len(),
+            context: ctx,
+            data: 0,
+        };
+        match dir {
+            Dir::Write => {
+                let flags = if t.props.ordered_raw {
+                    0
+                } else {
+                    fi::FI_DELIVERY_COMPLETE
+                };
+                post_retry(t, "fi_writemsg", target, ctx, || {
+                    // SAFETY: live endpoint; msg, iov and rma live across
+                    // the call (the provider copies them); the buffer stays
+                    // borrowed until the caller's wait saw the completion.
+                    unsafe { fi::fi_writemsg(t.ep.as_ptr(), &msg, flags) }
+                })?
+            }
+            Dir::Read => post_retry(t, "fi_readmsg", target, ctx, || {
+                // SAFETY: as for the write.
+                unsafe { fi::fi_readmsg(t.ep.as_ptr(), &msg, 0) }
+            })?,
+        }
+        t.counters.posted(dir.kind(), bytes);
+        (i, at) = (i + rma.len(), at + bytes);
+    }
+    Ok(())
+}
+
 /// Blocking get: returns when the data is in `buf`.
 pub fn get_blocking(
     t: &OfiTransport,

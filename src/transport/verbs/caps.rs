@@ -46,6 +46,8 @@ pub fn caps(device: &DeviceInfo, port: u8, max_inline: usize, max_msg: usize) ->
         needs_target_progress: false,
         batch_small: false,
         inject_size: max_inline,
+        // A verbs WR writes or reads one remote range.
+        rma_ranges: 1,
         max_msg_size: max_msg,
         completion: RemoteCompletion::Acknowledged,
         // A remote access error moves the queue pair to the error state;
