@@ -226,6 +226,21 @@ fn scatter_gather() {
             );
         }
     }
+    // The same shapes from oneself (read by the CPU, not the provider).
+    win.lock_all().unwrap();
+    let mine_now = win.local_to_vec().unwrap();
+    win.get_layout(me, 0, &get_shape, &mut out, &into).unwrap();
+    for r in 0..9 {
+        for c in 0..300 {
+            let want = mine_now[(1 + r) * C + 600 + c];
+            assert_eq!(
+                out[r * 301 + c],
+                want,
+                "element ({r}, {c}) read from oneself"
+            );
+        }
+    }
+    win.unlock_all().unwrap();
     world.barrier().unwrap();
     win.free().unwrap();
 }

@@ -11,8 +11,10 @@
 //! (`protocols/aggregation/wire.rs`), and a get_layout's runs as
 //! strided-get requests the target answers with the blocks packed.
 //! Runs of blocks too large for batches travel as scatter puts and gather
-//! gets where the back-end takes several remote ranges per operation
-//! ([`crate::transport::Caps::rma_ranges`]: `fi_writemsg`/`fi_readmsg`).
+//! gets: several remote ranges per operation where the back-end takes
+//! them ([`crate::transport::Caps::rma_ranges`]: `fi_writemsg`/
+//! `fi_readmsg`), else one operation per block, all posted before one
+//! wait (native verbs).
 //! Otherwise the data travels block by
 //! block (one write, read or atomic per contiguous target block); gets are
 //! issued together and waited for together. Accumulates keep element-wise
@@ -86,12 +88,12 @@ impl<T: Element> Window<'_, T> {
             });
         }
         // Runs of equal blocks at a constant stride as strided batch
-        // entries where the window aggregates; the rest as scatter puts
-        // (several blocks per provider operation) where the back-end
-        // offers them, otherwise block by block.
+        // entries where the window aggregates; other runs as scatter puts
+        // (several blocks per provider operation where the back-end
+        // offers it, else every block's write posted before one wait);
+        // single blocks through `put`.
         let packed = origin_layout.pack(origin)?;
         let bytes: &[u8] = bytemuck::cast_slice(&packed);
-        let scatter = self.world.transport().caps().rma_ranges > 1;
         // Elements and blocks done so far.
         let (mut pos, mut done) = (0, 0);
         for_runs(blocks, |at, (n, stride), count| {
@@ -104,7 +106,7 @@ impl<T: Element> Window<'_, T> {
                     (n * size, stride * size),
                     data,
                 )?;
-            if !queued && count > 1 && scatter {
+            if !queued && count > 1 {
                 let ranges = self.ranges(&d, off, &blocks[done..done + count]);
                 let posted = self.world.transport().put_scatter(world_rank, data, &ranges);
                 // After posting (meta::dirty's rule).
@@ -187,7 +189,7 @@ impl<T: Element> Window<'_, T> {
                 return Ok(());
             }
         }
-        if self.agg.is_some() && !self.dynamic_messages() && !self.is_dynamic() {
+        if !self.dynamic_messages() && !self.is_dynamic() {
             return self.get_layout_strided(rank, disp, target, origin, origin_layout);
         }
         let requests = target
@@ -200,9 +202,10 @@ impl<T: Element> Window<'_, T> {
         origin_layout.unpack(&packed, origin)
     }
 
-    /// `get_layout` from a peer where the window aggregates: runs of equal
-    /// blocks at a constant stride as strided-get requests (the target
-    /// packs the blocks into its replies), the rest block by block.
+    /// `get_layout` from a peer: runs of small equal blocks at a constant
+    /// stride as strided-get requests where the window aggregates (the
+    /// target packs the blocks into its replies), other runs as gather
+    /// gets, single blocks by `get`.
     fn get_layout_strided(
         &self,
         rank: usize,
@@ -215,7 +218,8 @@ impl<T: Element> Window<'_, T> {
         // One epoch and bounds check for the whole target extent.
         let (world_rank, off, d) = self.access("get_layout", rank, disp, target.extent())?;
         let blocks = target.blocks();
-        let gather = self.world.transport().caps().rma_ranges > 1;
+        // Oneself and node-local peers are read by `get`'s own paths.
+        let remote = world_rank != self.me && self.direct(world_rank, &d)?.is_none();
         let mut packed = vec![T::zeroed(); blocks.iter().map(|b| b.1).sum()];
         // Elements and blocks done so far.
         let (mut pos, mut done) = (0, 0);
@@ -229,7 +233,7 @@ impl<T: Element> Window<'_, T> {
                     (n * size, stride * size),
                     bytemuck::cast_slice_mut(out),
                 )?;
-            if !fetched && count > 1 && gather {
+            if !fetched && count > 1 && remote {
                 // Several blocks per provider read, after the operations
                 // queued for the target (as `get` orders them).
                 self.batches_before(world_rank, true)?;

@@ -579,6 +579,18 @@ impl VerbsTransport {
     /// Reads `len` bytes from `src` (chunked by slots) into `dst` from
     /// byte `at` on.
     fn post_reads(&self, target: usize, len: usize, src: RemoteAddr, dst: &InFlight) -> Result<()> {
+        self.post_reads_at(target, 0, len, src, dst)
+    }
+
+    /// As `post_reads`, into `dst` from byte `base`.
+    fn post_reads_at(
+        &self,
+        target: usize,
+        base: usize,
+        len: usize,
+        src: RemoteAddr,
+        dst: &InFlight,
+    ) -> Result<()> {
         let (qp, generation) = self.qp_for(target)?;
         let mut off = 0usize;
         while off < len || (len == 0 && off == 0) {
@@ -594,7 +606,7 @@ impl VerbsTransport {
                 .bytes_read
                 .fetch_add(n as u64, Ordering::Relaxed);
             let mut op = self.op(target, generation, OpKind::Read, Some(slot), dst.sink());
-            op.at = off;
+            op.at = base + off;
             op.copy = n;
             self.post_op(&qp, generation, op, |qp, id| qp.post_read(id, local, from))?;
             if len == 0 {
@@ -814,6 +826,49 @@ impl Transport for VerbsTransport {
         let len = buf.len();
         let what = || format!("a get of {len} bytes from rank {target}");
         again_if_not_executed(|| self.fetch_into(buf, &what, |b| self.post_reads(target, len, src, b)))
+    }
+
+    fn put_scatter(&self, target: usize, data: &[u8], dst: &[(RemoteAddr, usize)]) -> Result<()> {
+        // Every range's writes posted (a work request each: one remote
+        // range per request), then one wait for all of them.
+        crate::transport::check_ranges(data.len(), dst)?;
+        again_if_not_executed(|| {
+            let done = Arc::new(Completion::new());
+            let sink = Sink::counter(done.clone());
+            let mut at = 0;
+            for &(d, n) in dst {
+                if n > 0 {
+                    self.post_writes(target, &data[at..at + n], d, &sink)?;
+                }
+                at += n;
+            }
+            let what = || {
+                format!(
+                    "a put of {} bytes in {} ranges to rank {target}",
+                    data.len(),
+                    dst.len()
+                )
+            };
+            self.block_on(&done, &what)
+        })
+    }
+
+    fn get_gather(&self, target: usize, buf: &mut [u8], src: &[(RemoteAddr, usize)]) -> Result<()> {
+        crate::transport::check_ranges(buf.len(), src)?;
+        let len = buf.len();
+        let what = || format!("a get of {len} bytes in {} ranges from rank {target}", src.len());
+        again_if_not_executed(|| {
+            self.fetch_into(buf, &what, |b| {
+                let mut at = 0;
+                for &(s, n) in src {
+                    if n > 0 {
+                        self.post_reads_at(target, at, n, s, b)?;
+                    }
+                    at += n;
+                }
+                Ok(())
+            })
+        })
     }
 
     fn put_async(&self, target: usize, src: &InFlight, dst: RemoteAddr) -> Result<()> {
