@@ -9,7 +9,7 @@
  * read through its pointers, a halo exchange of strided columns with
  * layouts (MPI's derived datatypes), window hints and attributes,
  * rget_accumulate with request sets (waitany/testany/testall/waitall) and
- * get_accumulate with layouts, then groups: the ranks split by parity, each
+ * get_accumulate with layouts, put_signal/wait_until, then groups: the ranks split by parity, each
  * half sums its ranks and runs a ring of puts over a window of its own,
  * and the even ranks form a subgroup from a rank list. Every byte is
  * checked; exit status 0 means it all
@@ -649,6 +649,50 @@ int main(void)
     EXPECT(onesided_flush_local(aw, 0), ONESIDED_ERR_HANDLE);
     EXPECT(onesided_rget_accumulate(aw, ONESIDED_INT64, add, prev_add, 4, right, 0, ONESIDED_SUM,
                                     &unused),
+           ONESIDED_ERR_HANDLE);
+
+    /* 11. put_signal / wait_until: each rank puts 4 elements to its
+     * right neighbour with a signal (ADD 1) on element 4, then waits for
+     * its own signal and checks the data from its left neighbour. */
+    onesided_win_t sg = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_INT64, 5, &sg));
+    CHECK(onesided_lock_all(sg, 0));
+    int64_t payload[4], sig_one = 1, sig_seen = 0;
+    for (int i = 0; i < 4; i++)
+        payload[i] = (int64_t)value(me, (size_t)i);
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 5, &sig_one,
+                               ONESIDED_SIGNAL_ADD),
+           ONESIDED_ERR_OUT_OF_WINDOW); /* nothing sent */
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, &sig_one, 0),
+           ONESIDED_ERR_ARG);
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, NULL,
+                               ONESIDED_SIGNAL_ADD),
+           ONESIDED_ERR_ARG);
+    CHECK(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, &sig_one,
+                              ONESIDED_SIGNAL_ADD));
+    EXPECT(onesided_wait_until(sg, ONESIDED_INT64, 4, 99, &sig_one, &sig_seen), ONESIDED_ERR_ARG);
+    EXPECT(onesided_wait_until(sg, ONESIDED_UINT64, 4, ONESIDED_CMP_GE, &sig_one, &sig_seen),
+           ONESIDED_ERR_TYPE);
+    CHECK(onesided_wait_until(sg, ONESIDED_INT64, 4, ONESIDED_CMP_GE, &sig_one, &sig_seen));
+    if (sig_seen != 1) {
+        fprintf(stderr, "[%zu] wait_until saw signal %" PRId64 "\n", me, sig_seen);
+        return 1;
+    }
+    int64_t landed[4];
+    CHECK(onesided_win_read_local(sg, ONESIDED_INT64, 0, landed, 4));
+    for (int i = 0; i < 4; i++) {
+        if (landed[i] != (int64_t)value(left, (size_t)i)) {
+            fprintf(stderr, "[%zu] put_signal: element %d = %" PRId64 "\n", me, i, landed[i]);
+            return 1;
+        }
+    }
+    CHECK(onesided_unlock_all(sg));
+    CHECK(onesided_barrier(world));
+    CHECK(onesided_win_free(sg));
+    EXPECT(onesided_wait_until(sg, ONESIDED_INT64, 4, ONESIDED_CMP_GE, &sig_one, NULL),
+           ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, &sig_one,
+                               ONESIDED_SIGNAL_ADD),
            ONESIDED_ERR_HANDLE);
 
     /* Groups: split by parity, ranked by descending world rank. */

@@ -182,6 +182,32 @@
 // `MPI_WIN_FLAVOR_DYNAMIC`: `onesided_win_create_dynamic`.
 #define ONESIDED_FLAVOR_DYNAMIC 4
 
+// `onesided_put_signal`: the signal element becomes the signal value
+// (`SHMEM_SIGNAL_SET`; an atomic write).
+#define ONESIDED_SIGNAL_SET 1
+
+// `onesided_put_signal`: the signal value is added to the signal element
+// (`SHMEM_SIGNAL_ADD`; an atomic add).
+#define ONESIDED_SIGNAL_ADD 2
+
+// `onesided_wait_until`: `element == value`.
+#define ONESIDED_CMP_EQ 1
+
+// `element != value`.
+#define ONESIDED_CMP_NE 2
+
+// `element > value`.
+#define ONESIDED_CMP_GT 3
+
+// `element >= value`.
+#define ONESIDED_CMP_GE 4
+
+// `element < value`.
+#define ONESIDED_CMP_LT 5
+
+// `element <= value`.
+#define ONESIDED_CMP_LE 6
+
 // A job (one per process): from [`onesided_init`] until [`onesided_finalize`].
 typedef uint64_t onesided_world_t;
 
@@ -714,6 +740,45 @@ int onesided_flush_local_all(onesided_win_t win);
 // `MPI_Win_sync`: makes peers' completed updates and local stores
 // visible to each other.
 int onesided_win_sync(onesided_win_t win);
+
+// OpenSHMEM's `put_signal`: writes `count` elements from `origin` to
+// `rank`'s window at `disp`, then updates `rank`'s element `signal_disp`
+// with `*signal` (`ONESIDED_SIGNAL_SET` or `_ADD`): a target that sees the
+// signal (`onesided_wait_until`) sees the data. Allowed in every access
+// epoch, like `onesided_put`; returns when `origin` may be reused, the
+// signal sent. Both ranges are checked before anything is sent.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call (`signal`: one element).
+int onesided_put_signal(onesided_win_t win,
+                        int datatype,
+                        const void *origin,
+                        size_t count,
+                        size_t rank,
+                        size_t disp,
+                        size_t signal_disp,
+                        const void *signal,
+                        int signal_op);
+
+// OpenSHMEM's `wait_until`: waits until this process's own element
+// `disp` satisfies `element <cmp> *value` (`ONESIDED_CMP_EQ`, ...) and
+// stores the element's value then in `*result` (`result` may be NULL).
+// Reads the element atomically, so peers' puts, accumulates and signals
+// are seen as they land; needs no epoch. `ONESIDED_ERR_TIMEOUT` after
+// `ONESIDED_TIMEOUT`.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call (one element each).
+int onesided_wait_until(onesided_win_t win,
+                        int datatype,
+                        size_t disp,
+                        int cmp,
+                        const void *value,
+                        void *result);
 
 // `MPI_Bcast` (collective): `count` elements of `datatype` in `buf` on
 // rank `root` are copied into `buf` on every rank. Every rank passes the

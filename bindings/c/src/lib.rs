@@ -1975,6 +1975,120 @@ pub extern "C" fn onesided_win_sync(win: onesided_win_t) -> c_int {
     })
 }
 
+// -------------------------------------------------------------- signals
+
+/// `onesided_put_signal`: the signal element becomes the signal value
+/// (`SHMEM_SIGNAL_SET`; an atomic write).
+pub const ONESIDED_SIGNAL_SET: c_int = 1;
+/// `onesided_put_signal`: the signal value is added to the signal element
+/// (`SHMEM_SIGNAL_ADD`; an atomic add).
+pub const ONESIDED_SIGNAL_ADD: c_int = 2;
+
+/// `onesided_wait_until`: `element == value`.
+pub const ONESIDED_CMP_EQ: c_int = 1;
+/// `element != value`.
+pub const ONESIDED_CMP_NE: c_int = 2;
+/// `element > value`.
+pub const ONESIDED_CMP_GT: c_int = 3;
+/// `element >= value`.
+pub const ONESIDED_CMP_GE: c_int = 4;
+/// `element < value`.
+pub const ONESIDED_CMP_LT: c_int = 5;
+/// `element <= value`.
+pub const ONESIDED_CMP_LE: c_int = 6;
+
+/// OpenSHMEM's `put_signal`: writes `count` elements from `origin` to
+/// `rank`'s window at `disp`, then updates `rank`'s element `signal_disp`
+/// with `*signal` (`ONESIDED_SIGNAL_SET` or `_ADD`): a target that sees the
+/// signal (`onesided_wait_until`) sees the data. Allowed in every access
+/// epoch, like `onesided_put`; returns when `origin` may be reused, the
+/// signal sent. Both ranges are checked before anything is sent.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call (`signal`: one element).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the data, the signal and the target
+pub unsafe extern "C" fn onesided_put_signal(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    count: usize,
+    rank: usize,
+    disp: usize,
+    signal_disp: usize,
+    signal: *const std::ffi::c_void,
+    signal_op: c_int,
+) -> c_int {
+    call("onesided_put_signal", || {
+        let op = match signal_op {
+            ONESIDED_SIGNAL_SET => onesided::SignalOp::Set,
+            ONESIDED_SIGNAL_ADD => onesided::SignalOp::Add,
+            _ => return Err(arg(format!("unknown signal operation {signal_op}"))),
+        };
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's buffer holds `count` elements.
+                let data = unsafe { in_slice(origin.cast::<T>(), count, "origin")? };
+                // SAFETY: the caller's `signal` holds one element.
+                let sig = (unsafe { in_slice(signal.cast::<T>(), 1, "signal")? })[0];
+                Ok(w.put_signal(rank, disp, data, signal_disp, sig, op)?)
+            })
+        })
+    })
+}
+
+/// OpenSHMEM's `wait_until`: waits until this process's own element
+/// `disp` satisfies `element <cmp> *value` (`ONESIDED_CMP_EQ`, ...) and
+/// stores the element's value then in `*result` (`result` may be NULL).
+/// Reads the element atomically, so peers' puts, accumulates and signals
+/// are seen as they land; needs no epoch. `ONESIDED_ERR_TIMEOUT` after
+/// `ONESIDED_TIMEOUT`.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call (one element each).
+#[no_mangle]
+pub unsafe extern "C" fn onesided_wait_until(
+    win: onesided_win_t,
+    datatype: c_int,
+    disp: usize,
+    cmp: c_int,
+    value: *const std::ffi::c_void,
+    result: *mut std::ffi::c_void,
+) -> c_int {
+    call("onesided_wait_until", || {
+        let cmp = match cmp {
+            ONESIDED_CMP_EQ => onesided::Cmp::Eq,
+            ONESIDED_CMP_NE => onesided::Cmp::Ne,
+            ONESIDED_CMP_GT => onesided::Cmp::Gt,
+            ONESIDED_CMP_GE => onesided::Cmp::Ge,
+            ONESIDED_CMP_LT => onesided::Cmp::Lt,
+            ONESIDED_CMP_LE => onesided::Cmp::Le,
+            _ => return Err(arg(format!("unknown comparison {cmp}"))),
+        };
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's `value` holds one element.
+                let v = (unsafe { in_slice(value.cast::<T>(), 1, "value")? })[0];
+                let out = if result.is_null() {
+                    None
+                } else {
+                    // SAFETY: non-NULL: the caller's `result` holds one element.
+                    Some(unsafe { out_slice(result.cast::<T>(), 1, "result")? })
+                };
+                let seen = w.wait_until(disp, cmp, v)?;
+                if let Some(out) = out {
+                    out[0] = seen;
+                }
+                Ok(())
+            })
+        })
+    })
+}
+
 // ---------------------------------------------------------- collectives
 
 /// Runs `$body` with `$t` the Rust type of C datatype code `$dt`.

@@ -469,6 +469,7 @@ unsafe fn singleton_job() {
     hints_and_attributes(world);
     rget_accumulate_and_request_sets(world);
     get_accumulate_layout(world);
+    signals(world);
     assert_eq!(onesided_flush(win, 0), ONESIDED_ERR_HANDLE);
     assert_eq!(onesided_finalize(world), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_finalize(world), ONESIDED_ERR_HANDLE);
@@ -1134,6 +1135,129 @@ unsafe fn get_accumulate_layout(world: onesided_world_t) {
     for l in [col, dense, spread] {
         assert_eq!(onesided_layout_free(l), ONESIDED_SUCCESS);
     }
+}
+
+#[allow(unsafe_op_in_unsafe_fn)] // the whole body calls the C API
+unsafe fn signals(world: onesided_world_t) {
+    let mut w: onesided_win_t = 0;
+    assert_eq!(
+        onesided_win_allocate(world, ONESIDED_INT32, 8, &mut w),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(onesided_lock_all(w, 0), ONESIDED_SUCCESS);
+    let data = [5i32, 6, 7];
+    let (one, mut seen) = (1i32, -1i32);
+    let ps = |origin: *const c_void, dt, sd, sig: *const c_void, op| {
+        onesided_put_signal(w, dt, origin, 3, 0, 0, sd, sig, op)
+    };
+    let (d, sig) = (data.as_ptr().cast(), (&one as *const i32).cast());
+    assert_eq!(
+        ps(d, ONESIDED_INT32, 7, sig, ONESIDED_SIGNAL_ADD),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    let wu = |disp, cmp, value: *const c_void, result: *mut c_void, dt| {
+        onesided_wait_until(w, dt, disp, cmp, value, result)
+    };
+    assert_eq!(
+        wu(
+            7,
+            ONESIDED_CMP_GE,
+            sig,
+            (&mut seen as *mut i32).cast(),
+            ONESIDED_INT32
+        ),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(seen, 1);
+    let mut got = [0i32; 3];
+    assert_eq!(
+        onesided_win_read_local(w, ONESIDED_INT32, 0, got.as_mut_ptr().cast(), 3),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(got, data);
+    let forty_two = 42i32;
+    let ft = (&forty_two as *const i32).cast();
+    assert_eq!(
+        ps(d, ONESIDED_INT32, 7, ft, ONESIDED_SIGNAL_SET),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(
+        wu(7, ONESIDED_CMP_EQ, ft, std::ptr::null_mut(), ONESIDED_INT32),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(
+        wu(
+            7,
+            ONESIDED_CMP_NE,
+            sig,
+            (&mut seen as *mut i32).cast(),
+            ONESIDED_INT32
+        ),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(seen, 42);
+    // Refusals; a bad signal element moves no data.
+    let other = [-1i32; 3];
+    let o = other.as_ptr().cast();
+    assert_eq!(ps(d, ONESIDED_INT32, 7, sig, 9), ONESIDED_ERR_ARG);
+    assert_eq!(
+        ps(d, ONESIDED_INT32, 7, std::ptr::null(), ONESIDED_SIGNAL_ADD),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(
+        ps(
+            std::ptr::null(),
+            ONESIDED_INT32,
+            7,
+            sig,
+            ONESIDED_SIGNAL_ADD
+        ),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(
+        ps(d, ONESIDED_FLOAT, 7, sig, ONESIDED_SIGNAL_ADD),
+        ONESIDED_ERR_TYPE
+    );
+    assert_eq!(
+        ps(o, ONESIDED_INT32, 8, sig, ONESIDED_SIGNAL_ADD),
+        ONESIDED_ERR_OUT_OF_WINDOW
+    );
+    assert_eq!(onesided_flush_all(w), ONESIDED_SUCCESS);
+    assert_eq!(
+        onesided_win_read_local(w, ONESIDED_INT32, 0, got.as_mut_ptr().cast(), 3),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(got, data);
+    let r = (&mut seen as *mut i32).cast();
+    assert_eq!(wu(7, 0, sig, r, ONESIDED_INT32), ONESIDED_ERR_ARG);
+    assert_eq!(
+        wu(7, ONESIDED_CMP_EQ, std::ptr::null(), r, ONESIDED_INT32),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(
+        wu(7, ONESIDED_CMP_EQ, sig, r, ONESIDED_INT8),
+        ONESIDED_ERR_TYPE
+    );
+    assert_eq!(
+        wu(8, ONESIDED_CMP_EQ, sig, r, ONESIDED_INT32),
+        ONESIDED_ERR_OUT_OF_WINDOW
+    );
+    assert_eq!(onesided_unlock_all(w), ONESIDED_SUCCESS);
+    assert_eq!(onesided_win_free(w), ONESIDED_SUCCESS, "{}", last());
+    assert_eq!(
+        ps(d, ONESIDED_INT32, 7, sig, ONESIDED_SIGNAL_ADD),
+        ONESIDED_ERR_HANDLE
+    );
+    assert_eq!(
+        wu(7, ONESIDED_CMP_EQ, sig, r, ONESIDED_INT32),
+        ONESIDED_ERR_HANDLE
+    );
 }
 
 /// `include/onesided.h` is what cbindgen makes of the sources now
