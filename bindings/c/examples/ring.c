@@ -7,7 +7,9 @@
  * are checked, then a window over the program's own memory and a dynamic
  * window, request-based rput/rget/raccumulate and a node-shared window
  * read through its pointers, a halo exchange of strided columns with
- * layouts (MPI's derived datatypes), then groups: the ranks split by parity, each
+ * layouts (MPI's derived datatypes), window hints and attributes,
+ * rget_accumulate with request sets (waitany/testany/testall/waitall) and
+ * get_accumulate with layouts, put_signal/wait_until, then groups: the ranks split by parity, each
  * half sums its ranks and runs a ring of puts over a window of its own,
  * and the even ranks form a subgroup from a rank list. Every byte is
  * checked; exit status 0 means it all
@@ -423,6 +425,275 @@ int main(void)
     CHECK(onesided_layout_free(clast));
     EXPECT(onesided_layout_free(c1), ONESIDED_ERR_HANDLE);
     CHECK(onesided_win_free(hw));
+
+    /* 10. hints, attributes, rget_accumulate with request sets,
+     * get_accumulate with layouts. A window of 9 + me elements (uneven
+     * sizes) with accumulate_ordering=none. */
+    onesided_info_t info = ONESIDED_INFO_NULL;
+    CHECK(onesided_info_create(&info));
+    CHECK(onesided_info_set(info, "accumulate_ordering", "none"));
+    CHECK(onesided_info_set(info, "some_other_mpi_hint", "ignored"));
+    EXPECT(onesided_info_set(info, "accumulate_ops", "sometimes"), ONESIDED_ERR_ARG);
+    EXPECT(onesided_info_set(info, NULL, "none"), ONESIDED_ERR_ARG);
+    onesided_win_t aw = 0, bad = 0;
+    CHECK(onesided_win_allocate_with_info(world, ONESIDED_INT64, 9 + me, info, &aw));
+    CHECK(onesided_info_free(info)); /* the window has its own copy */
+    EXPECT(onesided_win_allocate_with_info(world, ONESIDED_INT64, 9, info, &bad),
+           ONESIDED_ERR_HANDLE);
+    onesided_info_t inuse = ONESIDED_INFO_NULL;
+    CHECK(onesided_win_get_info(aw, &inuse));
+    char val[ONESIDED_MAX_INFO_VAL];
+    flag = 0;
+    const char *want_hints[][2] = {{"accumulate_ordering", "none"},
+                                   {"accumulate_ops", "same_op_no_op"},
+                                   {"no_locks", "false"},
+                                   {"same_size", n == 1 ? "true" : "false"},
+                                   {"same_disp_unit", "true"}};
+    for (size_t i = 0; i < sizeof want_hints / sizeof want_hints[0]; i++) {
+        flag = 0;
+        CHECK(onesided_info_get(inuse, want_hints[i][0], val, sizeof val, &flag));
+        if (!flag || strcmp(val, want_hints[i][1]) != 0) {
+            fprintf(stderr, "[%zu] hint %s: flag %d, \"%s\" (want \"%s\")\n", me,
+                    want_hints[i][0], flag, flag ? val : "", want_hints[i][1]);
+            return 1;
+        }
+    }
+    CHECK(onesided_info_get(inuse, "some_other_mpi_hint", val, sizeof val, &flag));
+    if (flag != 0) {
+        fprintf(stderr, "[%zu] an unknown hint was kept\n", me);
+        return 1;
+    }
+    EXPECT(onesided_info_get(inuse, "accumulate_ops", val, 4, &flag), ONESIDED_ERR_ARG);
+    CHECK(onesided_info_free(inuse));
+    EXPECT(onesided_info_get(inuse, "no_locks", val, sizeof val, &flag), ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_win_get_info(aw, NULL), ONESIDED_ERR_ARG);
+
+    /* Attributes: every rank's size (uneven), the unit, base, flavour. */
+    for (size_t r = 0; r < n; r++) {
+        size_t bytes = 0;
+        CHECK(onesided_win_size(aw, r, &bytes));
+        if (bytes != (9 + r) * sizeof(int64_t)) {
+            fprintf(stderr, "[%zu] win_size of rank %zu: %zu bytes\n", me, r, bytes);
+            return 1;
+        }
+    }
+    size_t unit = 0, bytes = 0;
+    EXPECT(onesided_win_size(aw, n, &bytes), ONESIDED_ERR_ARG);
+    CHECK(onesided_win_disp_unit(aw, &unit));
+    void *abase = NULL;
+    CHECK(onesided_win_base(aw, &abase));
+    int flavor = 0;
+    CHECK(onesided_win_flavor(aw, &flavor));
+    if (unit != sizeof(int64_t) || !abase || flavor != ONESIDED_FLAVOR_ALLOCATE) {
+        fprintf(stderr, "[%zu] disp unit %zu, base %p, flavour %d\n", me, unit, abase, flavor);
+        return 1;
+    }
+    EXPECT(onesided_win_base(aw, NULL), ONESIDED_ERR_ARG);
+
+    int64_t init[9 + 64];
+    for (size_t i = 0; i < 9 + me && i < 9 + 64; i++)
+        init[i] = 1000 * (int64_t)me + (int64_t)i;
+    CHECK(onesided_win_write_local(aw, ONESIDED_INT64, 0, init, 9 + me < 73 ? 9 + me : 73));
+    CHECK(onesided_barrier(world));
+    /* Four requests to the right neighbour, one entry left null: a SUM on
+     * elements 0-3, a REPLACE on 4-7, an atomic read (NO_OP, no origin)
+     * of element 8, each fetching the previous values. */
+    CHECK(onesided_lock_all(aw, 0));
+    int64_t add[4], repl[4], prev_add[4], prev_repl[4], prev8 = -1;
+    for (int i = 0; i < 4; i++) {
+        add[i] = ((int64_t)me + 1) * (i + 1);
+        repl[i] = -((int64_t)me * 100 + i);
+        prev_add[i] = prev_repl[i] = -1;
+    }
+    onesided_request_t set[4] = {0};
+    CHECK(onesided_rget_accumulate(aw, ONESIDED_INT64, add, prev_add, 4, right, 0, ONESIDED_SUM,
+                                   &set[0]));
+    CHECK(onesided_rget_accumulate(aw, ONESIDED_INT64, repl, prev_repl, 4, right, 4,
+                                   ONESIDED_REPLACE, &set[1]));
+    CHECK(onesided_rget_accumulate(aw, ONESIDED_INT64, NULL, &prev8, 1, right, 8, ONESIDED_NO_OP,
+                                   &set[3]));
+    onesided_request_t unused = 0;
+    EXPECT(onesided_rget_accumulate(aw, ONESIDED_DOUBLE, add, prev_add, 4, right, 0,
+                                    ONESIDED_SUM, &unused),
+           ONESIDED_ERR_TYPE);
+    EXPECT(onesided_rget_accumulate(aw, ONESIDED_INT64, add, NULL, 4, right, 0, ONESIDED_SUM,
+                                    &unused),
+           ONESIDED_ERR_ARG);
+    EXPECT(onesided_rget_accumulate(aw, ONESIDED_INT64, add, prev_add, 4, right, 9 + right,
+                                    ONESIDED_SUM, &unused),
+           ONESIDED_ERR_OUT_OF_WINDOW);
+    EXPECT(onesided_win_free(aw), ONESIDED_ERR_BUSY);
+    int index = -1;
+    EXPECT(onesided_waitany(4, set, NULL), ONESIDED_ERR_ARG);
+    CHECK(onesided_waitany(4, set, &index));
+    if (index < 0 || index == 2 || index > 3 || set[index] != 0) {
+        fprintf(stderr, "[%zu] waitany: index %d\n", me, index);
+        return 1;
+    }
+    EXPECT(onesided_testany(4, set, &index, NULL), ONESIDED_ERR_ARG);
+    for (flag = 0; !flag;)
+        CHECK(onesided_testany(4, set, &index, &flag));
+    if (index < 0 || index == 2 || index > 3 || set[index] != 0) {
+        fprintf(stderr, "[%zu] testany: index %d\n", me, index);
+        return 1;
+    }
+    onesided_request_t twice[2] = {set[0] ? set[0] : set[1] ? set[1] : set[3], 0};
+    twice[1] = twice[0];
+    EXPECT(onesided_testall(2, twice, &flag), ONESIDED_ERR_ARG);
+    EXPECT(onesided_testall(4, set, NULL), ONESIDED_ERR_ARG);
+    CHECK(onesided_testall(4, set, &flag)); /* either answer; finishes all when 1 */
+    CHECK(onesided_waitall(4, set));
+    for (int i = 0; i < 4; i++) {
+        if (set[i] != ONESIDED_REQUEST_NULL) {
+            fprintf(stderr, "[%zu] waitall left request %d\n", me, i);
+            return 1;
+        }
+    }
+    onesided_request_t stale[1] = {twice[0]};
+    EXPECT(onesided_waitall(1, stale), ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_waitall(1, NULL), ONESIDED_ERR_ARG);
+    CHECK(onesided_flush_local(aw, right));
+    CHECK(onesided_flush_local_all(aw));
+    EXPECT(onesided_flush_local(aw, n), ONESIDED_ERR_ARG);
+    CHECK(onesided_unlock_all(aw));
+    EXPECT(onesided_flush_local_all(aw), ONESIDED_ERR_EPOCH);
+    for (int i = 0; i < 4; i++) {
+        if (prev_add[i] != 1000 * (int64_t)right + i || prev_repl[i] != 1000 * (int64_t)right + 4 + i) {
+            fprintf(stderr, "[%zu] rget_accumulate: previous values %" PRId64 ", %" PRId64 "\n", me,
+                    prev_add[i], prev_repl[i]);
+            return 1;
+        }
+    }
+    if (prev8 != 1000 * (int64_t)right + 8) {
+        fprintf(stderr, "[%zu] NO_OP read %" PRId64 "\n", me, prev8);
+        return 1;
+    }
+    CHECK(onesided_barrier(world));
+    int64_t now[9];
+    CHECK(onesided_win_read_local(aw, ONESIDED_INT64, 0, now, 9));
+    for (int i = 0; i < 9; i++) {
+        int64_t want = 1000 * (int64_t)me + i;
+        if (i < 4)
+            want += ((int64_t)left + 1) * (i + 1);
+        else if (i < 8)
+            want = -((int64_t)left * 100 + (i - 4));
+        if (now[i] != want) {
+            fprintf(stderr, "[%zu] after rget_accumulate: element %d = %" PRId64 ", want %" PRId64
+                            "\n", me, i, now[i], want);
+            return 1;
+        }
+    }
+    CHECK(onesided_barrier(world));
+
+    /* get_accumulate with layouts: elements 0, 3, 6 of the right
+     * neighbour (a vector) get a dense origin added, and their previous
+     * values land at result elements 0, 2, 4 (another vector). */
+    onesided_layout_t every3 = 0, dense3 = 0, every2 = 0;
+    CHECK(onesided_layout_vector(3, 1, 3, &every3));
+    CHECK(onesided_layout_vector(1, 3, 3, &dense3));
+    CHECK(onesided_layout_vector(3, 1, 2, &every2));
+    int64_t big[3], res[5];
+    for (int i = 0; i < 3; i++)
+        big[i] = ((int64_t)me + 1) * 1000000 * (i + 1);
+    for (int i = 0; i < 5; i++)
+        res[i] = -7;
+    CHECK(onesided_lock_all(aw, 0));
+    CHECK(onesided_get_accumulate_layout(aw, ONESIDED_INT64, big, 3, dense3, res, 5, every2, right,
+                                         0, every3, ONESIDED_SUM));
+    EXPECT(onesided_get_accumulate_layout(aw, ONESIDED_UINT64, big, 3, dense3, res, 5, every2,
+                                          right, 0, every3, ONESIDED_SUM),
+           ONESIDED_ERR_TYPE);
+    EXPECT(onesided_get_accumulate_layout(aw, ONESIDED_INT64, big, 3, dense3, big, 3, dense3,
+                                          right, 0, every3, ONESIDED_SUM),
+           ONESIDED_ERR_ARG); /* origin and result overlap */
+    EXPECT(onesided_get_accumulate_layout(aw, ONESIDED_INT64, big, 3, dense3, res, 5, every2,
+                                          right, 3 + right, every3, ONESIDED_SUM),
+           ONESIDED_ERR_OUT_OF_WINDOW);
+    CHECK(onesided_unlock_all(aw));
+    /* The right neighbour's elements 0, 3 and 6 as phase one left them. */
+    int64_t want_res[5] = {1000 * (int64_t)right + 0 + ((int64_t)me + 1) * 1, -7,
+                           1000 * (int64_t)right + 3 + ((int64_t)me + 1) * 4, -7,
+                           -((int64_t)me * 100 + 2)};
+    for (int i = 0; i < 5; i++) {
+        if (res[i] != want_res[i]) {
+            fprintf(stderr, "[%zu] get_accumulate_layout: result %d = %" PRId64 ", want %" PRId64
+                            "\n", me, i, res[i], want_res[i]);
+            return 1;
+        }
+    }
+    CHECK(onesided_layout_free(every2));
+    EXPECT(onesided_get_accumulate_layout(aw, ONESIDED_INT64, big, 3, dense3, res, 5, every2, right,
+                                          0, every3, ONESIDED_SUM),
+           ONESIDED_ERR_HANDLE);
+    CHECK(onesided_barrier(world));
+    int64_t after[9];
+    CHECK(onesided_win_read_local(aw, ONESIDED_INT64, 0, after, 9));
+    for (int i = 0; i < 9; i++) {
+        int64_t want = now[i];
+        if (i % 3 == 0 && i < 9)
+            want += ((int64_t)left + 1) * 1000000 * (i / 3 + 1);
+        if (after[i] != want) {
+            fprintf(stderr, "[%zu] after get_accumulate_layout: element %d = %" PRId64
+                            ", want %" PRId64 "\n", me, i, after[i], want);
+            return 1;
+        }
+    }
+    CHECK(onesided_layout_free(every3));
+    CHECK(onesided_layout_free(dense3));
+    CHECK(onesided_barrier(world));
+    CHECK(onesided_win_free(aw));
+    EXPECT(onesided_win_size(aw, 0, &bytes), ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_win_flavor(aw, &flavor), ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_win_disp_unit(aw, &unit), ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_win_base(aw, &abase), ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_flush_local(aw, 0), ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_rget_accumulate(aw, ONESIDED_INT64, add, prev_add, 4, right, 0, ONESIDED_SUM,
+                                    &unused),
+           ONESIDED_ERR_HANDLE);
+
+    /* 11. put_signal / wait_until: each rank puts 4 elements to its
+     * right neighbour with a signal (ADD 1) on element 4, then waits for
+     * its own signal and checks the data from its left neighbour. */
+    onesided_win_t sg = 0;
+    CHECK(onesided_win_allocate(world, ONESIDED_INT64, 5, &sg));
+    CHECK(onesided_lock_all(sg, 0));
+    int64_t payload[4], sig_one = 1, sig_seen = 0;
+    for (int i = 0; i < 4; i++)
+        payload[i] = (int64_t)value(me, (size_t)i);
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 5, &sig_one,
+                               ONESIDED_SIGNAL_ADD),
+           ONESIDED_ERR_OUT_OF_WINDOW); /* nothing sent */
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, &sig_one, 0),
+           ONESIDED_ERR_ARG);
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, NULL,
+                               ONESIDED_SIGNAL_ADD),
+           ONESIDED_ERR_ARG);
+    CHECK(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, &sig_one,
+                              ONESIDED_SIGNAL_ADD));
+    EXPECT(onesided_wait_until(sg, ONESIDED_INT64, 4, 99, &sig_one, &sig_seen), ONESIDED_ERR_ARG);
+    EXPECT(onesided_wait_until(sg, ONESIDED_UINT64, 4, ONESIDED_CMP_GE, &sig_one, &sig_seen),
+           ONESIDED_ERR_TYPE);
+    CHECK(onesided_wait_until(sg, ONESIDED_INT64, 4, ONESIDED_CMP_GE, &sig_one, &sig_seen));
+    if (sig_seen != 1) {
+        fprintf(stderr, "[%zu] wait_until saw signal %" PRId64 "\n", me, sig_seen);
+        return 1;
+    }
+    int64_t landed[4];
+    CHECK(onesided_win_read_local(sg, ONESIDED_INT64, 0, landed, 4));
+    for (int i = 0; i < 4; i++) {
+        if (landed[i] != (int64_t)value(left, (size_t)i)) {
+            fprintf(stderr, "[%zu] put_signal: element %d = %" PRId64 "\n", me, i, landed[i]);
+            return 1;
+        }
+    }
+    CHECK(onesided_unlock_all(sg));
+    CHECK(onesided_barrier(world));
+    CHECK(onesided_win_free(sg));
+    EXPECT(onesided_wait_until(sg, ONESIDED_INT64, 4, ONESIDED_CMP_GE, &sig_one, NULL),
+           ONESIDED_ERR_HANDLE);
+    EXPECT(onesided_put_signal(sg, ONESIDED_INT64, payload, 4, right, 0, 4, &sig_one,
+                               ONESIDED_SIGNAL_ADD),
+           ONESIDED_ERR_HANDLE);
 
     /* Groups: split by parity, ranked by descending world rank. */
     onesided_world_t half = 0;

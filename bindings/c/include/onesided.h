@@ -166,21 +166,79 @@
 // (`MPI_UNDEFINED`): any negative colour.
 #define ONESIDED_UNDEFINED -1
 
+// A value buffer of this many bytes holds every value
+// `onesided_info_get` returns, with its NUL (`MPI_MAX_INFO_VAL`).
+#define ONESIDED_MAX_INFO_VAL 64
+
+// Window flavour (`MPI_WIN_FLAVOR_CREATE`): `onesided_win_create`.
+#define ONESIDED_FLAVOR_CREATE 1
+
+// `MPI_WIN_FLAVOR_ALLOCATE`: `onesided_win_allocate`.
+#define ONESIDED_FLAVOR_ALLOCATE 2
+
+// `MPI_WIN_FLAVOR_SHARED`: `onesided_win_allocate_shared`.
+#define ONESIDED_FLAVOR_SHARED 3
+
+// `MPI_WIN_FLAVOR_DYNAMIC`: `onesided_win_create_dynamic`.
+#define ONESIDED_FLAVOR_DYNAMIC 4
+
+// `onesided_put_signal`: the signal element becomes the signal value
+// (`SHMEM_SIGNAL_SET`; an atomic write).
+#define ONESIDED_SIGNAL_SET 1
+
+// `onesided_put_signal`: the signal value is added to the signal element
+// (`SHMEM_SIGNAL_ADD`; an atomic add).
+#define ONESIDED_SIGNAL_ADD 2
+
+// `onesided_wait_until`: `element == value`.
+#define ONESIDED_CMP_EQ 1
+
+// `element != value`.
+#define ONESIDED_CMP_NE 2
+
+// `element > value`.
+#define ONESIDED_CMP_GT 3
+
+// `element >= value`.
+#define ONESIDED_CMP_GE 4
+
+// `element < value`.
+#define ONESIDED_CMP_LT 5
+
+// `element <= value`.
+#define ONESIDED_CMP_LE 6
+
 // A job (one per process): from [`onesided_init`] until [`onesided_finalize`].
 typedef uint64_t onesided_world_t;
 
 // A window: from [`onesided_win_allocate`] until [`onesided_win_free`].
 typedef uint64_t onesided_win_t;
 
+// Window creation hints (`MPI_Info` for windows): from
+// [`onesided_info_create`] or [`onesided_win_get_info`] until
+// [`onesided_info_free`]. 0 ([`ONESIDED_INFO_NULL`]) means MPI's defaults
+// where a call takes hints.
+typedef uint64_t onesided_info_t;
+
 // A noncontiguous layout (MPI's derived datatypes for RMA): from
 // [`onesided_layout_vector`], [`onesided_layout_indexed`] or
 // [`onesided_layout_subarray`] until [`onesided_layout_free`].
 typedef uint64_t onesided_layout_t;
 
-// A request-based operation: from [`onesided_rput`], [`onesided_rget`] or
-// [`onesided_raccumulate`] until [`onesided_wait`] (or
-// [`onesided_test`] reporting completion).
+// A request-based operation: from [`onesided_rput`], [`onesided_rget`],
+// [`onesided_raccumulate`] or [`onesided_rget_accumulate`] until
+// [`onesided_wait`] (or [`onesided_test`] reporting completion, or the
+// set calls [`onesided_waitall`], [`onesided_waitany`],
+// [`onesided_testall`], [`onesided_testany`]). 0
+// ([`ONESIDED_REQUEST_NULL`]) is no request.
 typedef uint64_t onesided_request_t;
+
+// No hints (`MPI_INFO_NULL`): the defaults.
+#define ONESIDED_INFO_NULL 0
+
+// The null request: entries of 0 in the arrays of the set calls are
+// skipped, and each request they complete is set to 0.
+#define ONESIDED_REQUEST_NULL 0
 
 #ifdef __cplusplus
 extern "C" {
@@ -409,6 +467,149 @@ int onesided_win_write_local(onesided_win_t win,
                              const void *data,
                              size_t count);
 
+// `MPI_Info_create`: a new set of window hints holding MPI's defaults
+// (`accumulate_ordering` `rar,raw,war,waw`, `accumulate_ops`
+// `same_op_no_op`, the flags `false`), its handle in `*info`. The caller
+// owns the handle: free it with `onesided_info_free` (windows created
+// with it keep their own copy).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_info_create(onesided_info_t *info);
+
+// `MPI_Info_set`: sets hint `key` to `value` (NUL-terminated strings,
+// copied). Known keys: `accumulate_ordering` (a comma-separated subset of
+// `rar`, `raw`, `war`, `waw`, or `none`), `accumulate_ops`
+// (`same_op_no_op` or `same_op`), and the flags `no_locks`, `same_size`,
+// `same_disp_unit` (always in effect) and `alloc_shared_noncontig`
+// (`true` or `false`). A known key with a value it does not take is
+// refused with `ONESIDED_ERR_ARG` (the hints unchanged); unknown keys are
+// ignored, as MPI implementations ignore hints they do not understand.
+//
+// # Safety
+// `key` and `value` are NULL (refused) or NUL-terminated strings, valid
+// for the duration of the call.
+int onesided_info_set(onesided_info_t info, const char *key, const char *value);
+
+// `MPI_Info_get`: the value of hint `key`, copied NUL-terminated into
+// `value` (`len` bytes; `ONESIDED_MAX_INFO_VAL` always suffices), and
+// `*flag` = 1; `*flag` = 0 (and `value` untouched) for a key onesided
+// does not know. A buffer too short for the value is refused with
+// `ONESIDED_ERR_ARG` (nothing written). Every known key has a value (the
+// default when not set).
+//
+// # Safety
+// `key` is NULL (refused) or a NUL-terminated string; `value` is NULL
+// (refused when a value is found) or valid for `len` bytes; `flag` valid
+// for one `int`; all for the duration of the call.
+int onesided_info_get(onesided_info_t info, const char *key, char *value, size_t len, int *flag);
+
+// `MPI_Info_free`: frees hints made by `onesided_info_create` or
+// `onesided_win_get_info`; the handle is invalid afterwards. Windows
+// created with them are unaffected.
+int onesided_info_free(onesided_info_t info);
+
+// `MPI_Win_get_info`: a new handle in `*info` holding the hints in effect
+// for window `win` — those given at creation, with `same_size` as the
+// creation found it (`true` when every rank passed the same count). The
+// caller owns it: read it with `onesided_info_get`, free it with
+// `onesided_info_free`.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_win_get_info(onesided_win_t win, onesided_info_t *info);
+
+// `onesided_win_allocate` with hints (`MPI_Win_allocate`'s `info`;
+// `ONESIDED_INFO_NULL` for the defaults). Every rank passes the same
+// hints. The hints are copied: `info` may be freed at once.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_win_allocate_with_info(onesided_world_t world,
+                                    int datatype,
+                                    size_t count,
+                                    onesided_info_t info,
+                                    onesided_win_t *win);
+
+// `onesided_win_create` with hints (`ONESIDED_INFO_NULL` for the
+// defaults; copied). `base` is borrowed exactly as by
+// `onesided_win_create`.
+//
+// # Safety
+// As `onesided_win_create`: `base` is valid for reads and writes of
+// `count` elements of `datatype` from this call until
+// `onesided_win_free` returned `ONESIDED_SUCCESS` for the window.
+int onesided_win_create_with_info(onesided_world_t world,
+                                  int datatype,
+                                  void *base,
+                                  size_t count,
+                                  onesided_info_t info,
+                                  onesided_win_t *win);
+
+// `onesided_win_allocate_shared` with hints (`ONESIDED_INFO_NULL` for the
+// defaults; copied; `alloc_shared_noncontig` applies here).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_win_allocate_shared_with_info(onesided_world_t world,
+                                           int datatype,
+                                           size_t count,
+                                           onesided_info_t info,
+                                           onesided_win_t *win);
+
+// `MPI_WIN_BASE`: the address of this process's part of the window in
+// `*base` (NULL for a dynamic window: its memory is the attached
+// regions). The memory stays the library's (or, for
+// `onesided_win_create`, the program's): the address is for comparing
+// and for code that needs one; while peers may access the window, read
+// and write it with `onesided_win_read_local`/`_write_local` or, for a
+// node-shared window, through `onesided_win_shared_query`'s pointers. A
+// peer's base is an address in the peer's process: not offered.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_win_base(onesided_win_t win, void **base);
+
+// `MPI_WIN_SIZE` of `rank`'s part of the window (this rank's or a
+// peer's), in bytes, in `*size`: its element count times the
+// displacement unit (0 for a dynamic window). A peer's is read from its
+// window's descriptor on first use (no epoch needed), unless every rank
+// passed the same count.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_win_size(onesided_win_t win, size_t rank, size_t *size);
+
+// `MPI_WIN_DISP_UNIT` in `*disp_unit`: displacements count elements of
+// the window's datatype, so this is its size in bytes, on every rank.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_win_disp_unit(onesided_win_t win, size_t *disp_unit);
+
+// `MPI_WIN_CREATE_FLAVOR` in `*flavor`: `ONESIDED_FLAVOR_CREATE`,
+// `_ALLOCATE`, `_SHARED` or `_DYNAMIC`.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_win_flavor(onesided_win_t win, int *flavor);
+
 // Writes `count` elements from `origin` to `rank`'s window at element
 // `disp` (`MPI_Put`). Returns when `origin` may be reused; the data is
 // visible at the target after a flush or the end of the epoch.
@@ -528,9 +729,56 @@ int onesided_flush(onesided_win_t win, size_t rank);
 // `MPI_Win_flush_all`.
 int onesided_flush_all(onesided_win_t win);
 
+// `MPI_Win_flush_local`: every operation to `rank` is complete at this
+// process (origin buffers reusable, results arrived), not necessarily at
+// the target.
+int onesided_flush_local(onesided_win_t win, size_t rank);
+
+// `MPI_Win_flush_local_all`: as `onesided_flush_local` for every rank.
+int onesided_flush_local_all(onesided_win_t win);
+
 // `MPI_Win_sync`: makes peers' completed updates and local stores
 // visible to each other.
 int onesided_win_sync(onesided_win_t win);
+
+// OpenSHMEM's `put_signal`: writes `count` elements from `origin` to
+// `rank`'s window at `disp`, then updates `rank`'s element `signal_disp`
+// with `*signal` (`ONESIDED_SIGNAL_SET` or `_ADD`): a target that sees the
+// signal (`onesided_wait_until`) sees the data. Allowed in every access
+// epoch, like `onesided_put`; returns when `origin` may be reused, the
+// signal sent. Both ranges are checked before anything is sent.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call (`signal`: one element).
+int onesided_put_signal(onesided_win_t win,
+                        int datatype,
+                        const void *origin,
+                        size_t count,
+                        size_t rank,
+                        size_t disp,
+                        size_t signal_disp,
+                        const void *signal,
+                        int signal_op);
+
+// OpenSHMEM's `wait_until`: waits until this process's own element
+// `disp` satisfies `element <cmp> *value` (`ONESIDED_CMP_EQ`, ...) and
+// stores the element's value then in `*result` (`result` may be NULL).
+// Reads the element atomically, so peers' puts, accumulates and signals
+// are seen as they land; needs no epoch. `ONESIDED_ERR_TIMEOUT` after
+// `ONESIDED_TIMEOUT`.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call (one element each).
+int onesided_wait_until(onesided_win_t win,
+                        int datatype,
+                        size_t disp,
+                        int cmp,
+                        const void *value,
+                        void *result);
 
 // `MPI_Bcast` (collective): `count` elements of `datatype` in `buf` on
 // rank `root` are copied into `buf` on every rank. Every rank passes the
@@ -671,6 +919,34 @@ int onesided_accumulate_layout(onesided_win_t win,
                                onesided_layout_t target_layout,
                                int op);
 
+// `MPI_Get_accumulate` with derived datatypes: the elements of `origin`
+// (`origin_count` elements) that `origin_layout` names are combined with
+// `op`, each element atomically, into the elements of `rank`'s window
+// that `target_layout` names (from `disp`), and the target elements'
+// previous values land in the elements of `result` (`result_count`
+// elements) that `result_layout` names; they are there when the call
+// returns. The three layouts hold the same number of elements. With
+// `ONESIDED_NO_OP` and `origin` NULL (`origin_count` 0) the target is
+// only read, and `origin_layout` is not looked at (pass 0). Overlapping
+// `origin` and `result` buffers are refused with `ONESIDED_ERR_ARG`.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call.
+int onesided_get_accumulate_layout(onesided_win_t win,
+                                   int datatype,
+                                   const void *origin,
+                                   size_t origin_count,
+                                   onesided_layout_t origin_layout,
+                                   void *result,
+                                   size_t result_count,
+                                   onesided_layout_t result_layout,
+                                   size_t rank,
+                                   size_t disp,
+                                   onesided_layout_t target_layout,
+                                   int op);
+
 // `MPI_Win_post`: exposes this rank's window to the `n` ranks at `group`
 // (assert 0 or `ONESIDED_MODE_NOCHECK`, `_NOSTORE`, `_NOPUT`).
 //
@@ -766,6 +1042,29 @@ int onesided_rget(onesided_win_t win,
                   size_t disp,
                   onesided_request_t *req);
 
+// `MPI_Rget_accumulate`: starts a get_accumulate of `count` elements —
+// `op` applied element-wise, atomically, with `origin` at `rank`'s
+// window at `disp`, the previous values read into `result` — and stores
+// the request in `*req`. `origin` is copied (it may be reused at once,
+// and may overlap `result`; NULL with `ONESIDED_NO_OP`). The previous
+// values are in `result` when `onesided_wait` returns or `onesided_test`
+// reports completion, as for `onesided_rget`.
+//
+// # Safety
+// As every call with pointers, and: `result` stays valid for writes of
+// `count` elements, and is neither read nor written by the program,
+// until the request is waited for (`onesided_wait`, or `onesided_test`
+// setting its flag, or a set call completing it).
+int onesided_rget_accumulate(onesided_win_t win,
+                             int datatype,
+                             const void *origin,
+                             void *result,
+                             size_t count,
+                             size_t rank,
+                             size_t disp,
+                             int op,
+                             onesided_request_t *req);
+
 // `MPI_Wait`: waits until request `req` completed (an `rget`'s elements
 // are then in its buffer) and releases the handle, also when the
 // operation failed (its error is returned).
@@ -780,6 +1079,60 @@ int onesided_wait(onesided_request_t req);
 // the duration of the call. (Overlapping origin and result buffers of
 // `onesided_get_accumulate` are refused with `ONESIDED_ERR_ARG`.)
 int onesided_test(onesided_request_t req, int *flag);
+
+// `MPI_Waitall`: waits for each of the `n` requests at `reqs` (entries 0
+// are skipped) and sets each entry to 0, also when its operation failed:
+// every request is waited for, and the first failure (in array order) is
+// returned. A stale or repeated handle is refused before anything is
+// waited for (`ONESIDED_ERR_HANDLE`, `ONESIDED_ERR_ARG`). The array is
+// the caller's; it is read and written during the call only.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call; each `rget`-like request's buffer as its
+// call states.
+int onesided_waitall(size_t n, onesided_request_t *reqs);
+
+// `MPI_Waitany`: waits until one of the `n` requests at `reqs` completed,
+// finishes it (as `onesided_wait`), sets its entry to 0 and stores its
+// index in `*index` — also when its operation failed (that error is
+// returned). With no request (every entry 0) `*index` is
+// `ONESIDED_UNDEFINED`. Every request is polled; when none completed
+// within a second, the call waits for the first one still pending (which
+// completes, or fails, within `ONESIDED_TIMEOUT`).
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call; each `rget`-like request's buffer as its
+// call states.
+int onesided_waitany(size_t n, onesided_request_t *reqs, int *index);
+
+// `MPI_Testall`: `*flag` = 1 if every one of the `n` requests at `reqs`
+// completed — they are then finished as by `onesided_waitall` (entries
+// set to 0; the first failure returned) — else 0 and none is finished.
+// Drives progress once per request.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call; each `rget`-like request's buffer as its
+// call states.
+int onesided_testall(size_t n, onesided_request_t *reqs, int *flag);
+
+// `MPI_Testany`: if one of the `n` requests at `reqs` completed, it is
+// finished (as `onesided_wait`), its entry set to 0, `*index` = its index
+// and `*flag` = 1 (its operation's failure, if any, is returned); else
+// `*flag` = 0 and `*index` = `ONESIDED_UNDEFINED`. With no request
+// (every entry 0): `*flag` = 1, `*index` = `ONESIDED_UNDEFINED`.
+//
+// # Safety
+// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+// value is needed) or valid for the element count the call states, for
+// the duration of the call; each `rget`-like request's buffer as its
+// call states.
+int onesided_testany(size_t n, onesided_request_t *reqs, int *index, int *flag);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -48,9 +48,12 @@ use handles::Table;
 pub type onesided_world_t = u64;
 /// A window: from [`onesided_win_allocate`] until [`onesided_win_free`].
 pub type onesided_win_t = u64;
-/// A request-based operation: from [`onesided_rput`], [`onesided_rget`] or
-/// [`onesided_raccumulate`] until [`onesided_wait`] (or
-/// [`onesided_test`] reporting completion).
+/// A request-based operation: from [`onesided_rput`], [`onesided_rget`],
+/// [`onesided_raccumulate`] or [`onesided_rget_accumulate`] until
+/// [`onesided_wait`] (or [`onesided_test`] reporting completion, or the
+/// set calls [`onesided_waitall`], [`onesided_waitany`],
+/// [`onesided_testall`], [`onesided_testany`]). 0
+/// ([`ONESIDED_REQUEST_NULL`]) is no request.
 pub type onesided_request_t = u64;
 /// A noncontiguous layout (MPI's derived datatypes for RMA): from
 /// [`onesided_layout_vector`], [`onesided_layout_indexed`] or
@@ -736,9 +739,13 @@ pub unsafe extern "C" fn onesided_win_allocate(
     call("onesided_win_allocate", || {
         // SAFETY: `win` by the contract above.
         unsafe {
-            new_window(world, datatype, win, |w| {
-                by_window_type!(datatype, |T| Ok(Window::<T>::allocate(w, count)?))
-            })
+            allocate(
+                world,
+                datatype,
+                count,
+                &onesided::WindowInfo::default(),
+                win,
+            )
         }
     })
 }
@@ -764,23 +771,9 @@ pub unsafe extern "C" fn onesided_win_create(
     win: *mut onesided_win_t,
 ) -> c_int {
     call("onesided_win_create", || {
-        let make = |w: CommRef<'static>| {
-            by_window_type!(datatype, |T| {
-                // SAFETY: `base` holds `count` elements until the window is
-                // freed (this function's contract), checked for NULL,
-                // alignment and overflow by `out_slice`.
-                let mem: &'static mut [T] = unsafe { out_slice(base.cast::<T>(), count, "base")? };
-                // SAFETY: the window is freed or dropped (by
-                // `onesided_win_free`) before the caller may reuse the
-                // memory, and a window in the handle table is never leaked
-                // with the memory given back: the contract above.
-                Ok(unsafe {
-                    Window::<T>::create_borrowed(w, mem, &onesided::WindowInfo::default())?
-                })
-            })
-        };
-        // SAFETY: `win` by the contract above.
-        unsafe { new_window(world, datatype, win, make) }
+        let info = onesided::WindowInfo::default();
+        // SAFETY: `base` and `win` by the contract above.
+        unsafe { create(world, datatype, base, count, &info, win) }
     })
 }
 
@@ -802,12 +795,9 @@ pub unsafe extern "C" fn onesided_win_allocate_shared(
     win: *mut onesided_win_t,
 ) -> c_int {
     call("onesided_win_allocate_shared", || {
+        let info = onesided::WindowInfo::default();
         // SAFETY: `win` by the contract above.
-        unsafe {
-            new_window(world, datatype, win, |w| {
-                by_window_type!(datatype, |T| Ok(Window::<T>::allocate_shared(w, count)?))
-            })
-        }
+        unsafe { allocate_shared(world, datatype, count, &info, win) }
     })
 }
 
@@ -910,6 +900,78 @@ pub extern "C" fn onesided_win_detach(win: onesided_win_t, disp: usize) -> c_int
             Ok(())
         })
     })
+}
+
+/// `onesided_win_allocate` with hints.
+///
+/// # Safety
+/// `win` is NULL or valid for writing one handle.
+unsafe fn allocate(
+    world: onesided_world_t,
+    datatype: c_int,
+    count: usize,
+    info: &onesided::WindowInfo,
+    win: *mut onesided_win_t,
+) -> Result<(), Fail> {
+    // SAFETY: `win` by this function's contract.
+    unsafe {
+        new_window(world, datatype, win, |w| {
+            by_window_type!(datatype, |T| Ok(Window::<T>::allocate_with(
+                w, count, info
+            )?))
+        })
+    }
+}
+
+/// `onesided_win_allocate_shared` with hints.
+///
+/// # Safety
+/// `win` is NULL or valid for writing one handle.
+unsafe fn allocate_shared(
+    world: onesided_world_t,
+    datatype: c_int,
+    count: usize,
+    info: &onesided::WindowInfo,
+    win: *mut onesided_win_t,
+) -> Result<(), Fail> {
+    // SAFETY: `win` by this function's contract.
+    unsafe {
+        new_window(world, datatype, win, |w| {
+            by_window_type!(datatype, |T| {
+                Ok(Window::<T>::allocate_shared_with(w, count, info)?)
+            })
+        })
+    }
+}
+
+/// `onesided_win_create` with hints.
+///
+/// # Safety
+/// `win` is NULL or valid for writing one handle; `base` as
+/// `onesided_win_create` states (valid until the window is freed).
+unsafe fn create(
+    world: onesided_world_t,
+    datatype: c_int,
+    base: *mut std::ffi::c_void,
+    count: usize,
+    info: &onesided::WindowInfo,
+    win: *mut onesided_win_t,
+) -> Result<(), Fail> {
+    let make = |w: CommRef<'static>| {
+        by_window_type!(datatype, |T| {
+            // SAFETY: `base` holds `count` elements until the window is
+            // freed (this function's contract), checked for NULL,
+            // alignment and overflow by `out_slice`.
+            let mem: &'static mut [T] = unsafe { out_slice(base.cast::<T>(), count, "base")? };
+            // SAFETY: the window is freed or dropped (by
+            // `onesided_win_free`) before the caller may reuse the
+            // memory, and a window in the handle table is never leaked
+            // with the memory given back: the contract above.
+            Ok(unsafe { Window::<T>::create_borrowed(w, mem, info)? })
+        })
+    };
+    // SAFETY: `win` by this function's contract.
+    unsafe { new_window(world, datatype, win, make) }
 }
 
 /// Makes a window with `make` over the live world of handle `world`,
@@ -1214,6 +1276,386 @@ pub unsafe extern "C" fn onesided_win_write_local(
     })
 }
 
+// ------------------------------------------------- hints and attributes
+
+/// Window creation hints (`MPI_Info` for windows): from
+/// [`onesided_info_create`] or [`onesided_win_get_info`] until
+/// [`onesided_info_free`]. 0 ([`ONESIDED_INFO_NULL`]) means MPI's defaults
+/// where a call takes hints.
+pub type onesided_info_t = u64;
+
+/// No hints (`MPI_INFO_NULL`): the defaults.
+pub const ONESIDED_INFO_NULL: onesided_info_t = 0;
+
+/// A value buffer of this many bytes holds every value
+/// `onesided_info_get` returns, with its NUL (`MPI_MAX_INFO_VAL`).
+pub const ONESIDED_MAX_INFO_VAL: usize = 64;
+
+static INFOS: Table<std::sync::Mutex<onesided::WindowInfo>> = Table::new();
+
+fn info_entry(h: onesided_info_t) -> Result<Arc<std::sync::Mutex<onesided::WindowInfo>>, Fail> {
+    INFOS.get(h).ok_or_else(|| {
+        Fail(
+            ONESIDED_ERR_HANDLE,
+            format!("info handle {h:#x} is not valid"),
+        )
+    })
+}
+
+/// The hints of handle `h` (the defaults for `ONESIDED_INFO_NULL`).
+fn hints(h: onesided_info_t) -> Result<onesided::WindowInfo, Fail> {
+    if h == ONESIDED_INFO_NULL {
+        return Ok(onesided::WindowInfo::default());
+    }
+    let e = info_entry(h)?;
+    let i = *e.lock().map_err(|_| poisoned())?;
+    Ok(i)
+}
+
+/// Stores `info` in the table and its new handle in `*out`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one handle.
+unsafe fn new_info(info: onesided::WindowInfo, out: *mut onesided_info_t) -> Result<(), Fail> {
+    if out.is_null() {
+        return Err(arg("info is NULL"));
+    }
+    let h = INFOS.insert(std::sync::Mutex::new(info));
+    // SAFETY: non-NULL, valid for one handle by the contract.
+    unsafe { out.write(h) };
+    Ok(())
+}
+
+/// The NUL-terminated UTF-8 string at `p`.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string valid for the call.
+unsafe fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
+    if p.is_null() {
+        return Err(arg(format!("{what} is NULL")));
+    }
+    // SAFETY: non-NULL and NUL-terminated by the contract.
+    let s = unsafe { std::ffi::CStr::from_ptr(p) };
+    s.to_str().map_err(|_| arg(format!("{what} is not UTF-8")))
+}
+
+/// `MPI_Info_create`: a new set of window hints holding MPI's defaults
+/// (`accumulate_ordering` `rar,raw,war,waw`, `accumulate_ops`
+/// `same_op_no_op`, the flags `false`), its handle in `*info`. The caller
+/// owns the handle: free it with `onesided_info_free` (windows created
+/// with it keep their own copy).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_info_create(info: *mut onesided_info_t) -> c_int {
+    call("onesided_info_create", || {
+        // SAFETY: `info` by the contract above.
+        unsafe { new_info(onesided::WindowInfo::default(), info) }
+    })
+}
+
+/// `MPI_Info_set`: sets hint `key` to `value` (NUL-terminated strings,
+/// copied). Known keys: `accumulate_ordering` (a comma-separated subset of
+/// `rar`, `raw`, `war`, `waw`, or `none`), `accumulate_ops`
+/// (`same_op_no_op` or `same_op`), and the flags `no_locks`, `same_size`,
+/// `same_disp_unit` (always in effect) and `alloc_shared_noncontig`
+/// (`true` or `false`). A known key with a value it does not take is
+/// refused with `ONESIDED_ERR_ARG` (the hints unchanged); unknown keys are
+/// ignored, as MPI implementations ignore hints they do not understand.
+///
+/// # Safety
+/// `key` and `value` are NULL (refused) or NUL-terminated strings, valid
+/// for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_info_set(
+    info: onesided_info_t,
+    key: *const c_char,
+    value: *const c_char,
+) -> c_int {
+    call("onesided_info_set", || {
+        let e = info_entry(info)?;
+        // SAFETY: NUL-terminated strings by the contract.
+        let (k, v) = unsafe { (c_str(key, "key")?, c_str(value, "value")?) };
+        let mut g = e.lock().map_err(|_| poisoned())?;
+        *g = g.set(k, v)?;
+        Ok(())
+    })
+}
+
+/// `MPI_Info_get`: the value of hint `key`, copied NUL-terminated into
+/// `value` (`len` bytes; `ONESIDED_MAX_INFO_VAL` always suffices), and
+/// `*flag` = 1; `*flag` = 0 (and `value` untouched) for a key onesided
+/// does not know. A buffer too short for the value is refused with
+/// `ONESIDED_ERR_ARG` (nothing written). Every known key has a value (the
+/// default when not set).
+///
+/// # Safety
+/// `key` is NULL (refused) or a NUL-terminated string; `value` is NULL
+/// (refused when a value is found) or valid for `len` bytes; `flag` valid
+/// for one `int`; all for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_info_get(
+    info: onesided_info_t,
+    key: *const c_char,
+    value: *mut c_char,
+    len: usize,
+    flag: *mut c_int,
+) -> c_int {
+    call("onesided_info_get", || {
+        if info == ONESIDED_INFO_NULL {
+            return Err(Fail(
+                ONESIDED_ERR_HANDLE,
+                "info handle 0 (ONESIDED_INFO_NULL) holds no hints".into(),
+            ));
+        }
+        let i = hints(info)?;
+        // SAFETY: a NUL-terminated string by the contract.
+        let k = unsafe { c_str(key, "key")? };
+        // SAFETY: one `int` by the contract.
+        let f = unsafe { out_slice(flag, 1, "flag")? };
+        let Some(v) = i.get(k) else {
+            f[0] = 0;
+            return Ok(());
+        };
+        let need = v.len() + 1;
+        if len < need {
+            return Err(arg(format!(
+                "value buffer of {len} bytes: {k} = {v:?} needs {need}"
+            )));
+        }
+        // SAFETY: the caller's buffer holds `len >= need` bytes; checked
+        // for NULL and overflow by `out_slice`.
+        let out = unsafe { out_slice(value.cast::<u8>(), need, "value")? };
+        out[..v.len()].copy_from_slice(v.as_bytes());
+        out[v.len()] = 0;
+        f[0] = 1;
+        Ok(())
+    })
+}
+
+/// `MPI_Info_free`: frees hints made by `onesided_info_create` or
+/// `onesided_win_get_info`; the handle is invalid afterwards. Windows
+/// created with them are unaffected.
+#[no_mangle]
+pub extern "C" fn onesided_info_free(info: onesided_info_t) -> c_int {
+    call("onesided_info_free", || {
+        info_entry(info)?;
+        INFOS.remove(info);
+        Ok(())
+    })
+}
+
+/// `MPI_Win_get_info`: a new handle in `*info` holding the hints in effect
+/// for window `win` — those given at creation, with `same_size` as the
+/// creation found it (`true` when every rank passed the same count). The
+/// caller owns it: read it with `onesided_info_get`, free it with
+/// `onesided_info_free`.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_get_info(
+    win: onesided_win_t,
+    info: *mut onesided_info_t,
+) -> c_int {
+    call("onesided_win_get_info", || {
+        let i = with_win(win, None, |w| Ok(typed!(w, |w: T| w.info())))?;
+        // SAFETY: `info` by the contract above.
+        unsafe { new_info(i, info) }
+    })
+}
+
+/// `onesided_win_allocate` with hints (`MPI_Win_allocate`'s `info`;
+/// `ONESIDED_INFO_NULL` for the defaults). Every rank passes the same
+/// hints. The hints are copied: `info` may be freed at once.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_allocate_with_info(
+    world: onesided_world_t,
+    datatype: c_int,
+    count: usize,
+    info: onesided_info_t,
+    win: *mut onesided_win_t,
+) -> c_int {
+    call("onesided_win_allocate_with_info", || {
+        let i = hints(info)?;
+        // SAFETY: `win` by the contract above.
+        unsafe { allocate(world, datatype, count, &i, win) }
+    })
+}
+
+/// `onesided_win_create` with hints (`ONESIDED_INFO_NULL` for the
+/// defaults; copied). `base` is borrowed exactly as by
+/// `onesided_win_create`.
+///
+/// # Safety
+/// As `onesided_win_create`: `base` is valid for reads and writes of
+/// `count` elements of `datatype` from this call until
+/// `onesided_win_free` returned `ONESIDED_SUCCESS` for the window.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_create_with_info(
+    world: onesided_world_t,
+    datatype: c_int,
+    base: *mut std::ffi::c_void,
+    count: usize,
+    info: onesided_info_t,
+    win: *mut onesided_win_t,
+) -> c_int {
+    call("onesided_win_create_with_info", || {
+        let i = hints(info)?;
+        // SAFETY: `base` and `win` by the contract above.
+        unsafe { create(world, datatype, base, count, &i, win) }
+    })
+}
+
+/// `onesided_win_allocate_shared` with hints (`ONESIDED_INFO_NULL` for the
+/// defaults; copied; `alloc_shared_noncontig` applies here).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_allocate_shared_with_info(
+    world: onesided_world_t,
+    datatype: c_int,
+    count: usize,
+    info: onesided_info_t,
+    win: *mut onesided_win_t,
+) -> c_int {
+    call("onesided_win_allocate_shared_with_info", || {
+        let i = hints(info)?;
+        // SAFETY: `win` by the contract above.
+        unsafe { allocate_shared(world, datatype, count, &i, win) }
+    })
+}
+
+/// Window flavour (`MPI_WIN_FLAVOR_CREATE`): `onesided_win_create`.
+pub const ONESIDED_FLAVOR_CREATE: c_int = 1;
+/// `MPI_WIN_FLAVOR_ALLOCATE`: `onesided_win_allocate`.
+pub const ONESIDED_FLAVOR_ALLOCATE: c_int = 2;
+/// `MPI_WIN_FLAVOR_SHARED`: `onesided_win_allocate_shared`.
+pub const ONESIDED_FLAVOR_SHARED: c_int = 3;
+/// `MPI_WIN_FLAVOR_DYNAMIC`: `onesided_win_create_dynamic`.
+pub const ONESIDED_FLAVOR_DYNAMIC: c_int = 4;
+
+/// `MPI_WIN_BASE`: the address of this process's part of the window in
+/// `*base` (NULL for a dynamic window: its memory is the attached
+/// regions). The memory stays the library's (or, for
+/// `onesided_win_create`, the program's): the address is for comparing
+/// and for code that needs one; while peers may access the window, read
+/// and write it with `onesided_win_read_local`/`_write_local` or, for a
+/// node-shared window, through `onesided_win_shared_query`'s pointers. A
+/// peer's base is an address in the peer's process: not offered.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_base(
+    win: onesided_win_t,
+    base: *mut *mut std::ffi::c_void,
+) -> c_int {
+    call("onesided_win_base", || {
+        let p = with_win(win, None, |w| {
+            Ok(typed!(w, |w: T| w
+                .base()
+                .cast::<std::ffi::c_void>()
+                .cast_mut()))
+        })?;
+        // SAFETY: checked by `out_slice`; one pointer by the contract.
+        let out = unsafe { out_slice(base, 1, "base")? };
+        out[0] = p;
+        Ok(())
+    })
+}
+
+/// `MPI_WIN_SIZE` of `rank`'s part of the window (this rank's or a
+/// peer's), in bytes, in `*size`: its element count times the
+/// displacement unit (0 for a dynamic window). A peer's is read from its
+/// window's descriptor on first use (no epoch needed), unless every rank
+/// passed the same count.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_size(
+    win: onesided_win_t,
+    rank: usize,
+    size: *mut usize,
+) -> c_int {
+    call("onesided_win_size", || {
+        let bytes = with_win(win, None, |w| {
+            typed!(w, |w: T| {
+                let n = w.len_of(rank)?;
+                n.checked_mul(w.disp_unit())
+                    .ok_or_else(|| arg(format!("rank {rank}'s {n} elements overflow size_t")))
+            })
+        })?;
+        // SAFETY: checked by `out_slice`; one `size_t` by the contract.
+        let out = unsafe { out_slice(size, 1, "size")? };
+        out[0] = bytes;
+        Ok(())
+    })
+}
+
+/// `MPI_WIN_DISP_UNIT` in `*disp_unit`: displacements count elements of
+/// the window's datatype, so this is its size in bytes, on every rank.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_disp_unit(
+    win: onesided_win_t,
+    disp_unit: *mut usize,
+) -> c_int {
+    call("onesided_win_disp_unit", || {
+        let u = with_win(win, None, |w| Ok(typed!(w, |w: T| w.disp_unit())))?;
+        // SAFETY: checked by `out_slice`; one `size_t` by the contract.
+        let out = unsafe { out_slice(disp_unit, 1, "disp_unit")? };
+        out[0] = u;
+        Ok(())
+    })
+}
+
+/// `MPI_WIN_CREATE_FLAVOR` in `*flavor`: `ONESIDED_FLAVOR_CREATE`,
+/// `_ALLOCATE`, `_SHARED` or `_DYNAMIC`.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_win_flavor(win: onesided_win_t, flavor: *mut c_int) -> c_int {
+    call("onesided_win_flavor", || {
+        let f = with_win(win, None, |w| Ok(typed!(w, |w: T| w.flavor())))?;
+        // SAFETY: checked by `out_slice`; one `int` by the contract.
+        let out = unsafe { out_slice(flavor, 1, "flavor")? };
+        out[0] = match f {
+            onesided::Flavor::Create => ONESIDED_FLAVOR_CREATE,
+            onesided::Flavor::Allocate => ONESIDED_FLAVOR_ALLOCATE,
+            onesided::Flavor::Shared => ONESIDED_FLAVOR_SHARED,
+            onesided::Flavor::Dynamic => ONESIDED_FLAVOR_DYNAMIC,
+            _ => 0,
+        };
+        Ok(())
+    })
+}
+
 // ------------------------------------------------------------ data calls
 
 /// Writes `count` elements from `origin` to `rank`'s window at element
@@ -1506,12 +1948,144 @@ pub extern "C" fn onesided_flush_all(win: onesided_win_t) -> c_int {
     })
 }
 
+/// `MPI_Win_flush_local`: every operation to `rank` is complete at this
+/// process (origin buffers reusable, results arrived), not necessarily at
+/// the target.
+#[no_mangle]
+pub extern "C" fn onesided_flush_local(win: onesided_win_t, rank: usize) -> c_int {
+    call("onesided_flush_local", || {
+        with_win(win, None, |w| Ok(typed!(w, |w: T| w.flush_local(rank))?))
+    })
+}
+
+/// `MPI_Win_flush_local_all`: as `onesided_flush_local` for every rank.
+#[no_mangle]
+pub extern "C" fn onesided_flush_local_all(win: onesided_win_t) -> c_int {
+    call("onesided_flush_local_all", || {
+        with_win(win, None, |w| Ok(typed!(w, |w: T| w.flush_local_all())?))
+    })
+}
+
 /// `MPI_Win_sync`: makes peers' completed updates and local stores
 /// visible to each other.
 #[no_mangle]
 pub extern "C" fn onesided_win_sync(win: onesided_win_t) -> c_int {
     call("onesided_win_sync", || {
         with_win(win, None, |w| Ok(typed!(w, |w: T| w.sync())?))
+    })
+}
+
+// -------------------------------------------------------------- signals
+
+/// `onesided_put_signal`: the signal element becomes the signal value
+/// (`SHMEM_SIGNAL_SET`; an atomic write).
+pub const ONESIDED_SIGNAL_SET: c_int = 1;
+/// `onesided_put_signal`: the signal value is added to the signal element
+/// (`SHMEM_SIGNAL_ADD`; an atomic add).
+pub const ONESIDED_SIGNAL_ADD: c_int = 2;
+
+/// `onesided_wait_until`: `element == value`.
+pub const ONESIDED_CMP_EQ: c_int = 1;
+/// `element != value`.
+pub const ONESIDED_CMP_NE: c_int = 2;
+/// `element > value`.
+pub const ONESIDED_CMP_GT: c_int = 3;
+/// `element >= value`.
+pub const ONESIDED_CMP_GE: c_int = 4;
+/// `element < value`.
+pub const ONESIDED_CMP_LT: c_int = 5;
+/// `element <= value`.
+pub const ONESIDED_CMP_LE: c_int = 6;
+
+/// OpenSHMEM's `put_signal`: writes `count` elements from `origin` to
+/// `rank`'s window at `disp`, then updates `rank`'s element `signal_disp`
+/// with `*signal` (`ONESIDED_SIGNAL_SET` or `_ADD`): a target that sees the
+/// signal (`onesided_wait_until`) sees the data. Allowed in every access
+/// epoch, like `onesided_put`; returns when `origin` may be reused, the
+/// signal sent. Both ranges are checked before anything is sent.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call (`signal`: one element).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the data, the signal and the target
+pub unsafe extern "C" fn onesided_put_signal(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    count: usize,
+    rank: usize,
+    disp: usize,
+    signal_disp: usize,
+    signal: *const std::ffi::c_void,
+    signal_op: c_int,
+) -> c_int {
+    call("onesided_put_signal", || {
+        let op = match signal_op {
+            ONESIDED_SIGNAL_SET => onesided::SignalOp::Set,
+            ONESIDED_SIGNAL_ADD => onesided::SignalOp::Add,
+            _ => return Err(arg(format!("unknown signal operation {signal_op}"))),
+        };
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's buffer holds `count` elements.
+                let data = unsafe { in_slice(origin.cast::<T>(), count, "origin")? };
+                // SAFETY: the caller's `signal` holds one element.
+                let sig = (unsafe { in_slice(signal.cast::<T>(), 1, "signal")? })[0];
+                Ok(w.put_signal(rank, disp, data, signal_disp, sig, op)?)
+            })
+        })
+    })
+}
+
+/// OpenSHMEM's `wait_until`: waits until this process's own element
+/// `disp` satisfies `element <cmp> *value` (`ONESIDED_CMP_EQ`, ...) and
+/// stores the element's value then in `*result` (`result` may be NULL).
+/// Reads the element atomically, so peers' puts, accumulates and signals
+/// are seen as they land; needs no epoch. `ONESIDED_ERR_TIMEOUT` after
+/// `ONESIDED_TIMEOUT`.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call (one element each).
+#[no_mangle]
+pub unsafe extern "C" fn onesided_wait_until(
+    win: onesided_win_t,
+    datatype: c_int,
+    disp: usize,
+    cmp: c_int,
+    value: *const std::ffi::c_void,
+    result: *mut std::ffi::c_void,
+) -> c_int {
+    call("onesided_wait_until", || {
+        let cmp = match cmp {
+            ONESIDED_CMP_EQ => onesided::Cmp::Eq,
+            ONESIDED_CMP_NE => onesided::Cmp::Ne,
+            ONESIDED_CMP_GT => onesided::Cmp::Gt,
+            ONESIDED_CMP_GE => onesided::Cmp::Ge,
+            ONESIDED_CMP_LT => onesided::Cmp::Lt,
+            ONESIDED_CMP_LE => onesided::Cmp::Le,
+            _ => return Err(arg(format!("unknown comparison {cmp}"))),
+        };
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // SAFETY: the caller's `value` holds one element.
+                let v = (unsafe { in_slice(value.cast::<T>(), 1, "value")? })[0];
+                let out = if result.is_null() {
+                    None
+                } else {
+                    // SAFETY: non-NULL: the caller's `result` holds one element.
+                    Some(unsafe { out_slice(result.cast::<T>(), 1, "result")? })
+                };
+                let seen = w.wait_until(disp, cmp, v)?;
+                if let Some(out) = out {
+                    out[0] = seen;
+                }
+                Ok(())
+            })
+        })
     })
 }
 
@@ -1887,6 +2461,76 @@ pub unsafe extern "C" fn onesided_accumulate_layout(
     })
 }
 
+/// `MPI_Get_accumulate` with derived datatypes: the elements of `origin`
+/// (`origin_count` elements) that `origin_layout` names are combined with
+/// `op`, each element atomically, into the elements of `rank`'s window
+/// that `target_layout` names (from `disp`), and the target elements'
+/// previous values land in the elements of `result` (`result_count`
+/// elements) that `result_layout` names; they are there when the call
+/// returns. The three layouts hold the same number of elements. With
+/// `ONESIDED_NO_OP` and `origin` NULL (`origin_count` 0) the target is
+/// only read, and `origin_layout` is not looked at (pass 0). Overlapping
+/// `origin` and `result` buffers are refused with `ONESIDED_ERR_ARG`.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // MPI_Get_accumulate's own shape
+pub unsafe extern "C" fn onesided_get_accumulate_layout(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    origin_count: usize,
+    origin_layout: onesided_layout_t,
+    result: *mut std::ffi::c_void,
+    result_count: usize,
+    result_layout: onesided_layout_t,
+    rank: usize,
+    disp: usize,
+    target_layout: onesided_layout_t,
+    op: c_int,
+) -> c_int {
+    call("onesided_get_accumulate_layout", || {
+        let op = any_op(op)?;
+        let read_only = op == AnyOp::NoOp && origin.is_null();
+        let n_origin = if read_only { 0 } else { origin_count };
+        let (rl, tl) = (
+            layout(result_layout, "result")?,
+            layout(target_layout, "target")?,
+        );
+        // Not looked at when only reading (the library ignores it then).
+        let ol = if read_only {
+            rl.clone()
+        } else {
+            layout(origin_layout, "origin")?
+        };
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                // `origin` is read while `result` is written: overlapping
+                // buffers would alias a shared and a mutable borrow.
+                let size = std::mem::size_of::<T>();
+                let (o, r) = (origin as usize, result as usize);
+                let (ob, rb) = (
+                    n_origin.saturating_mul(size),
+                    result_count.saturating_mul(size),
+                );
+                if ob > 0 && rb > 0 && o < r.saturating_add(rb) && r < o.saturating_add(ob) {
+                    return Err(arg("origin and result overlap"));
+                }
+                // SAFETY: the caller's buffers hold `origin_count` and
+                // `result_count` elements (`origin` none when NULL with
+                // NO_OP), and do not overlap (checked above).
+                let data = unsafe { in_slice(origin.cast::<T>(), n_origin, "origin")? };
+                // SAFETY: as above.
+                let out = unsafe { out_slice(result.cast::<T>(), result_count, "result")? };
+                Ok(w.get_accumulate_layout(rank, disp, &tl, (data, &ol), (out, &rl), op)?)
+            })
+        })
+    })
+}
+
 // ---------------------------------------------- post/start/complete/wait
 
 /// `n` ranks at `group` (a copy).
@@ -2015,7 +2659,8 @@ struct OutPtr<T>(*mut T);
 // untouched until then (the contract of `onesided_rget`).
 unsafe impl<T: Send> Send for OutPtr<T> {}
 
-/// An `rget`: the library reads into its own buffer, copied out at the end.
+/// An `rget` or `rget_accumulate`: the library reads into its own buffer,
+/// copied out at the end.
 struct Fetched<T: Send + 'static> {
     req: onesided::Request<'static, Vec<T>>,
     out: OutPtr<T>,
@@ -2028,10 +2673,15 @@ impl<T: Copy + Send + 'static> CRequest for Fetched<T> {
     fn finish(self: Box<Self>) -> Result<(), Error> {
         let out = self.out;
         let v = self.req.wait()?;
+        if v.is_empty() {
+            // A count of 0 may come with a NULL buffer: nothing to copy
+            // (and `copy_nonoverlapping` wants a non-NULL pointer).
+            return Ok(());
+        }
         // SAFETY: `out` is valid for `v.len()` elements (the count of the
-        // `onesided_rget` call; checked for NULL, alignment and overflow
-        // there) until this request is finished, and the library's buffer
-        // `v` does not overlap it.
+        // `onesided_rget` or `onesided_rget_accumulate` call; checked for
+        // NULL, alignment and overflow there) until this request is
+        // finished, and the library's buffer `v` does not overlap it.
         unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), out.0, v.len()) };
         Ok(())
     }
@@ -2215,6 +2865,69 @@ pub unsafe extern "C" fn onesided_rget(
     })
 }
 
+/// `MPI_Rget_accumulate`: starts a get_accumulate of `count` elements —
+/// `op` applied element-wise, atomically, with `origin` at `rank`'s
+/// window at `disp`, the previous values read into `result` — and stores
+/// the request in `*req`. `origin` is copied (it may be reused at once,
+/// and may overlap `result`; NULL with `ONESIDED_NO_OP`). The previous
+/// values are in `result` when `onesided_wait` returns or `onesided_test`
+/// reports completion, as for `onesided_rget`.
+///
+/// # Safety
+/// As every call with pointers, and: `result` stays valid for writes of
+/// `count` elements, and is neither read nor written by the program,
+/// until the request is waited for (`onesided_wait`, or `onesided_test`
+/// setting its flag, or a set call completing it).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // MPI_Rget_accumulate's own shape
+pub unsafe extern "C" fn onesided_rget_accumulate(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin: *const std::ffi::c_void,
+    result: *mut std::ffi::c_void,
+    count: usize,
+    rank: usize,
+    disp: usize,
+    op: c_int,
+    req: *mut onesided_request_t,
+) -> c_int {
+    call("onesided_rget_accumulate", || {
+        let op = any_op(op)?;
+        let n_origin = if op == AnyOp::NoOp && origin.is_null() {
+            0
+        } else {
+            count
+        };
+        let start = |w: &AnyWin| {
+            typed!(w, |w: T| {
+                let out = result.cast::<T>();
+                check_ptr(
+                    out as usize,
+                    count,
+                    std::mem::size_of::<T>(),
+                    std::mem::align_of::<T>(),
+                    "result",
+                )?;
+                // SAFETY: the caller's buffer holds `count` elements (none
+                // when NULL with NO_OP); read during this call only (the
+                // library copies it), `result` is not touched until the
+                // request is finished.
+                let data = unsafe { in_slice(origin.cast::<T>(), n_origin, "origin")? };
+                // SAFETY: as in `onesided_rput`.
+                let w = unsafe { forever(w) };
+                let r = w.rget_accumulate(rank, disp, data, vec![0 as T; count], op)?;
+                let r: Box<dyn CRequest> = Box::new(Fetched {
+                    req: r,
+                    out: OutPtr(out),
+                });
+                Ok(r)
+            })
+        };
+        // SAFETY: `req` by the contract above.
+        unsafe { new_request(win, datatype, req, start) }
+    })
+}
+
 /// Finishes request `h`: waits for it (`wait`) or only if it is done, and
 /// releases its handle once finished. `Ok(true)` when finished.
 fn finish_request(h: onesided_request_t, wait: bool) -> Result<bool, Fail> {
@@ -2270,6 +2983,269 @@ pub unsafe extern "C" fn onesided_test(req: onesided_request_t, flag: *mut c_int
         out[0] = 0;
         if finish_request(req, false)? {
             out[0] = 1;
+        }
+        Ok(())
+    })
+}
+
+/// The null request: entries of 0 in the arrays of the set calls are
+/// skipped, and each request they complete is set to 0.
+pub const ONESIDED_REQUEST_NULL: onesided_request_t = 0;
+
+/// Whether request `h` completed (drives progress once), without finishing it.
+fn request_done(h: onesided_request_t) -> Result<bool, Fail> {
+    let e = REQUESTS.get(h).ok_or_else(|| {
+        Fail(
+            ONESIDED_ERR_HANDLE,
+            format!("request handle {h:#x} is not valid"),
+        )
+    })?;
+    let g = e.req.lock().map_err(|_| poisoned())?;
+    match g.as_ref() {
+        Some(r) => Ok(r.test()?),
+        None => Err(Fail(
+            ONESIDED_ERR_HANDLE,
+            format!("request {h:#x} was completed"),
+        )),
+    }
+}
+
+/// The caller's `n` requests at `reqs`, checked before anything is done:
+/// every entry is 0 or a live request, none twice.
+///
+/// # Safety
+/// `reqs` is NULL or valid for reads and writes of `n` handles, for the
+/// duration of the call.
+unsafe fn request_set<'a>(
+    reqs: *mut onesided_request_t,
+    n: usize,
+) -> Result<&'a mut [onesided_request_t], Fail> {
+    if n > c_int::MAX as usize {
+        return Err(arg(format!("{n} requests: at most INT_MAX")));
+    }
+    // SAFETY: the caller's array holds `n` handles (this function's contract).
+    let set = unsafe { out_slice(reqs, n, "reqs")? };
+    let mut seen = std::collections::HashSet::new();
+    for (i, &h) in set.iter().enumerate() {
+        if h == ONESIDED_REQUEST_NULL {
+            continue;
+        }
+        let live = REQUESTS
+            .get(h)
+            .is_some_and(|e| e.req.lock().map(|g| g.is_some()).unwrap_or(false));
+        if !live {
+            return Err(Fail(
+                ONESIDED_ERR_HANDLE,
+                format!("reqs[{i}]: request handle {h:#x} is not valid"),
+            ));
+        }
+        if !seen.insert(h) {
+            return Err(arg(format!(
+                "reqs[{i}]: request {h:#x} is in the set twice"
+            )));
+        }
+    }
+    Ok(set)
+}
+
+/// Refuses an `int` output of a set call that lies inside the request array
+/// (both are written during the call).
+fn outside_set(
+    reqs: *mut onesided_request_t,
+    n: usize,
+    p: *mut c_int,
+    what: &str,
+) -> Result<(), Fail> {
+    let (a, ab) = (reqs as usize, n.saturating_mul(std::mem::size_of::<u64>()));
+    let (b, bb) = (p as usize, std::mem::size_of::<c_int>());
+    if ab > 0 && a < b.saturating_add(bb) && b < a.saturating_add(ab) {
+        return Err(arg(format!("{what} overlaps reqs")));
+    }
+    Ok(())
+}
+
+/// Finishes `set[i]` as `finish_request` does and sets it to 0 once its
+/// handle is released (also when the operation failed).
+fn finish_in_set(set: &mut [onesided_request_t], i: usize, wait: bool) -> Result<bool, Fail> {
+    let h = set[i];
+    let r = finish_request(h, wait);
+    if REQUESTS.get(h).is_none() {
+        set[i] = ONESIDED_REQUEST_NULL;
+    }
+    r
+}
+
+/// `MPI_Waitall`: waits for each of the `n` requests at `reqs` (entries 0
+/// are skipped) and sets each entry to 0, also when its operation failed:
+/// every request is waited for, and the first failure (in array order) is
+/// returned. A stale or repeated handle is refused before anything is
+/// waited for (`ONESIDED_ERR_HANDLE`, `ONESIDED_ERR_ARG`). The array is
+/// the caller's; it is read and written during the call only.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call; each `rget`-like request's buffer as its
+/// call states.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_waitall(n: usize, reqs: *mut onesided_request_t) -> c_int {
+    call("onesided_waitall", || {
+        // SAFETY: the caller's array holds `n` handles.
+        let set = unsafe { request_set(reqs, n)? };
+        let mut first = None;
+        for i in 0..set.len() {
+            if set[i] != ONESIDED_REQUEST_NULL {
+                if let Err(f) = finish_in_set(set, i, true) {
+                    first.get_or_insert(f);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    })
+}
+
+/// `MPI_Waitany`: waits until one of the `n` requests at `reqs` completed,
+/// finishes it (as `onesided_wait`), sets its entry to 0 and stores its
+/// index in `*index` — also when its operation failed (that error is
+/// returned). With no request (every entry 0) `*index` is
+/// `ONESIDED_UNDEFINED`. Every request is polled; when none completed
+/// within a second, the call waits for the first one still pending (which
+/// completes, or fails, within `ONESIDED_TIMEOUT`).
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call; each `rget`-like request's buffer as its
+/// call states.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_waitany(
+    n: usize,
+    reqs: *mut onesided_request_t,
+    index: *mut c_int,
+) -> c_int {
+    call("onesided_waitany", || {
+        outside_set(reqs, n, index, "index")?;
+        // SAFETY: one `int` by the contract, outside `reqs` (checked above).
+        let out = unsafe { out_slice(index, 1, "index")? };
+        // SAFETY: the caller's array holds `n` handles.
+        let set = unsafe { request_set(reqs, n)? };
+        out[0] = ONESIDED_UNDEFINED;
+        let live: Vec<usize> = (0..set.len())
+            .filter(|&i| set[i] != ONESIDED_REQUEST_NULL)
+            .collect();
+        let Some(&first) = live.first() else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        loop {
+            for &i in &live {
+                let r = finish_in_set(set, i, false);
+                if set[i] == ONESIDED_REQUEST_NULL {
+                    // `i < n <= INT_MAX` (checked by `request_set`).
+                    out[0] = i as c_int;
+                    return r.map(drop);
+                }
+                // Not done, or progress failed (the request may still
+                // complete: it stays in the set).
+                r?;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(1) {
+                out[0] = first as c_int;
+                return finish_in_set(set, first, true).map(drop);
+            }
+            std::thread::yield_now();
+        }
+    })
+}
+
+/// `MPI_Testall`: `*flag` = 1 if every one of the `n` requests at `reqs`
+/// completed — they are then finished as by `onesided_waitall` (entries
+/// set to 0; the first failure returned) — else 0 and none is finished.
+/// Drives progress once per request.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call; each `rget`-like request's buffer as its
+/// call states.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_testall(
+    n: usize,
+    reqs: *mut onesided_request_t,
+    flag: *mut c_int,
+) -> c_int {
+    call("onesided_testall", || {
+        outside_set(reqs, n, flag, "flag")?;
+        // SAFETY: one `int` by the contract, outside `reqs` (checked above).
+        let out = unsafe { out_slice(flag, 1, "flag")? };
+        // SAFETY: the caller's array holds `n` handles.
+        let set = unsafe { request_set(reqs, n)? };
+        out[0] = 0;
+        for &h in set.iter() {
+            if h != ONESIDED_REQUEST_NULL && !request_done(h)? {
+                return Ok(());
+            }
+        }
+        out[0] = 1;
+        let mut first = None;
+        for i in 0..set.len() {
+            if set[i] != ONESIDED_REQUEST_NULL {
+                if let Err(f) = finish_in_set(set, i, true) {
+                    first.get_or_insert(f);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    })
+}
+
+/// `MPI_Testany`: if one of the `n` requests at `reqs` completed, it is
+/// finished (as `onesided_wait`), its entry set to 0, `*index` = its index
+/// and `*flag` = 1 (its operation's failure, if any, is returned); else
+/// `*flag` = 0 and `*index` = `ONESIDED_UNDEFINED`. With no request
+/// (every entry 0): `*flag` = 1, `*index` = `ONESIDED_UNDEFINED`.
+///
+/// # Safety
+/// Each pointer argument is NULL (refused with `ONESIDED_ERR_ARG` where a
+/// value is needed) or valid for the element count the call states, for
+/// the duration of the call; each `rget`-like request's buffer as its
+/// call states.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_testany(
+    n: usize,
+    reqs: *mut onesided_request_t,
+    index: *mut c_int,
+    flag: *mut c_int,
+) -> c_int {
+    call("onesided_testany", || {
+        if index == flag && !index.is_null() {
+            return Err(arg("index and flag are the same int"));
+        }
+        outside_set(reqs, n, index, "index")?;
+        outside_set(reqs, n, flag, "flag")?;
+        // SAFETY: one `int` each by the contract, distinct (checked above).
+        let (idx, fl) = unsafe { (out_slice(index, 1, "index")?, out_slice(flag, 1, "flag")?) };
+        // SAFETY: the caller's array holds `n` handles.
+        let set = unsafe { request_set(reqs, n)? };
+        idx[0] = ONESIDED_UNDEFINED;
+        fl[0] = 0;
+        let mut any = false;
+        for i in 0..set.len() {
+            if set[i] == ONESIDED_REQUEST_NULL {
+                continue;
+            }
+            any = true;
+            let r = finish_in_set(set, i, false);
+            if set[i] == ONESIDED_REQUEST_NULL {
+                // `i < n <= INT_MAX` (checked by `request_set`).
+                idx[0] = i as c_int;
+                fl[0] = 1;
+                return r.map(drop);
+            }
+            r?;
+        }
+        if !any {
+            fl[0] = 1;
         }
         Ok(())
     })
