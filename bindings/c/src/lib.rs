@@ -3075,6 +3075,20 @@ fn finish_in_set(set: &mut [onesided_request_t], i: usize, wait: bool) -> Result
     r
 }
 
+/// Waits for every request of `set` (entries 0 skipped), setting each
+/// entry to 0; returns the first failure in array order.
+fn finish_all(set: &mut [onesided_request_t]) -> Result<(), Fail> {
+    let mut first = None;
+    for i in 0..set.len() {
+        if set[i] != ONESIDED_REQUEST_NULL {
+            if let Err(f) = finish_in_set(set, i, true) {
+                first.get_or_insert(f);
+            }
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
 /// `MPI_Waitall`: waits for each of the `n` requests at `reqs` (entries 0
 /// are skipped) and sets each entry to 0, also when its operation failed:
 /// every request is waited for, and the first failure (in array order) is
@@ -3092,15 +3106,7 @@ pub unsafe extern "C" fn onesided_waitall(n: usize, reqs: *mut onesided_request_
     call("onesided_waitall", || {
         // SAFETY: the caller's array holds `n` handles.
         let set = unsafe { request_set(reqs, n)? };
-        let mut first = None;
-        for i in 0..set.len() {
-            if set[i] != ONESIDED_REQUEST_NULL {
-                if let Err(f) = finish_in_set(set, i, true) {
-                    first.get_or_insert(f);
-                }
-            }
-        }
-        first.map_or(Ok(()), Err)
+        finish_all(set)
     })
 }
 
@@ -3187,15 +3193,7 @@ pub unsafe extern "C" fn onesided_testall(
             }
         }
         out[0] = 1;
-        let mut first = None;
-        for i in 0..set.len() {
-            if set[i] != ONESIDED_REQUEST_NULL {
-                if let Err(f) = finish_in_set(set, i, true) {
-                    first.get_or_insert(f);
-                }
-            }
-        }
-        first.map_or(Ok(()), Err)
+        finish_all(set)
     })
 }
 
