@@ -546,6 +546,28 @@ pub fn stop(child: &mut Child) {
 /// read to a rank that was just killed is being failed: the known provider
 /// defect in docs/reliability.md). Debian's libfabric loads libpsm2, whose
 /// handler prints "terminated with signal 11" and exits with code 1.
+/// Child side, before `World::init`: whether this job's provider has no
+/// atomics at all (libfabric 1.17's `net`), so that tests of the
+/// provider's own atomics (`ONESIDED_ACCUMULATE=hardware`) leave them out.
+/// [`check_no_atomics`] confirms it after init.
+pub fn provider_without_atomics() -> bool {
+    std::env::var("ONESIDED_PROVIDER").is_ok_and(|p| p == "net")
+}
+
+/// Child side, after `World::init`: fails if [`provider_without_atomics`]
+/// said none but the provider offers a u64 fetch-add after all.
+pub fn check_no_atomics(world: &onesided::World) {
+    use onesided::transport::{AtomicKind, AtomicOp, Datatype};
+    assert!(
+        !world
+            .transport_caps()
+            .atomics
+            .offers(AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch),
+        "provider {} has a u64 fetch-add after all: test it",
+        world.provider()
+    );
+}
+
 pub fn rank_segfaulted(out: &Output) -> bool {
     out.stderr.contains("terminated with signal 11") || out.stderr.contains("signal 11 (SIGSEGV)")
 }
