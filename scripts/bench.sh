@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds release and runs onesided-bench with --raw under `onesided-run -n 2`
-# for the tcp, shm and sockets providers. Writes, per provider P,
+# for the net, tcp, shm and sockets providers. Writes, per provider P,
 #     target/bench/P.txt    the human table (with date, loadavg, CPU count)
 #     target/bench/P.json   the whole run as one JSON document
 #     target/bench/P.svg    latency and bandwidth versus size
@@ -19,7 +19,7 @@ mkdir -p "$out"
 
 cargo build --release --features unstable --bin onesided-bench --bin onesided-run
 
-IFS=, read -r -a providers <<<"${BENCH_PROVIDERS:-tcp,shm,sockets}"
+IFS=, read -r -a providers <<<"${BENCH_PROVIDERS:-net,tcp,shm,sockets}"
 status=0
 for p in "${providers[@]}"; do
     echo "== $p ($(date -u +%FT%TZ), loadavg $(cut -d' ' -f1-3 /proc/loadavg))"

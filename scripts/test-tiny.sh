@@ -3,7 +3,8 @@
 # acceptance: "tests pass with tiny pool and cache sizes (1-2 elements) as
 # well as defaults"): rkey cache, op-table slots, mapped-segment cache,
 # attachment table, directory slots and the operation/target element pools.
-# tcp through onesided-run, provider jobs and direct (intra-node) jobs.
+# net (the automatic choice) through onesided-run, provider jobs and direct
+# (intra-node) jobs.
 # Run by .ci/run after scripts/test.sh; extra arguments go to `cargo test`.
 #
 # Every variable is exported to the test binaries, and from them to every
@@ -25,7 +26,7 @@ export ONESIDED_OP_SLOTS=1
 # reader on purpose: with one place the reader is only ever busy and the
 # test waits for a queued reader that cannot exist.)
 export ONESIDED_LOCK_QUEUE=2
-export ONESIDED_TEST_PROVIDERS=${ONESIDED_TEST_PROVIDERS:-tcp}
+export ONESIDED_TEST_PROVIDERS=${ONESIDED_TEST_PROVIDERS:-net}
 export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 
 suites=(rma atomics locks dynamic random_rma transport software_accumulate

@@ -7,7 +7,7 @@
 //! short after 10 of its 256 data bytes (half of the connections are held
 //! open, half-sent) — before and while the job runs a put/get ring checked
 //! byte for byte; then each window is checked and freed. On the default
-//! provider (`ONESIDED_PROVIDER` unset: tcp here, never sockets) the job
+//! provider (`ONESIDED_PROVIDER` unset: net here, never sockets) the job
 //! must finish correctly, at 2 and 4 ranks; on `sockets`, which
 //! crashes on such input (a known provider defect, docs/reliability.md),
 //! the outcome is printed and counted, not asserted.
@@ -250,23 +250,31 @@ fn junk_bytes_to_listening_ports() {
         common::child_done();
         return;
     }
-    // The default provider (ONESIDED_PROVIDER unset) must survive it.
-    for ranks in [2, 4] {
-        let mut cmd = common::onesided_run_command(&name, ranks, &[]);
-        cmd.env_remove("ONESIDED_PROVIDER");
-        let out = common::run_with_limit(cmd, common::job_timeout());
-        let passed = out.stdout.matches("test result: ok. 1 passed").count();
-        assert!(
-            out.status.is_some_and(|s| s.success()) && passed == ranks,
-            "{NAME} on the default provider, {ranks} ranks: {passed} of {ranks} ranks passed\n{}",
-            out.tail(40)
-        );
-        for line in out.stdout.lines().filter(|l| l.contains("JUNK rank")) {
-            common::say(line);
+    // The default provider (ONESIDED_PROVIDER unset: net) must survive it,
+    // and so must tcp, its fallback.
+    for (label, provider) in [("default provider", None), ("provider tcp", Some("tcp"))] {
+        for ranks in [2, 4] {
+            let mut cmd = common::onesided_run_command(&name, ranks, &[]);
+            match provider {
+                None => {
+                    cmd.env_remove("ONESIDED_PROVIDER");
+                }
+                Some(p) => common::select_provider(&mut cmd, p),
+            }
+            let out = common::run_with_limit(cmd, common::job_timeout());
+            let passed = out.stdout.matches("test result: ok. 1 passed").count();
+            assert!(
+                out.status.is_some_and(|s| s.success()) && passed == ranks,
+                "{NAME} on the {label}, {ranks} ranks: {passed} of {ranks} ranks passed\n{}",
+                out.tail(40)
+            );
+            for line in out.stdout.lines().filter(|l| l.contains("JUNK rank")) {
+                common::say(line);
+            }
+            common::say(&format!(
+                "[harness] {NAME}: onesided-run -n {ranks} {label}: ok"
+            ));
         }
-        common::say(&format!(
-            "[harness] {NAME}: onesided-run -n {ranks} default provider: ok"
-        ));
     }
     // sockets: a known provider defect; report what happened, on request
     // only (ONESIDED_TEST_SOCKETS_DEFECT=1): a hung sockets job can leave
@@ -332,13 +340,6 @@ fn single_machine_jobs_listen_on_loopback() {
         common::child_done();
         return;
     }
-    common::run_variant(
-        module_path!(),
-        BIND,
-        2,
-        "tcp",
-        &[("ONESIDED_TEST_WANT", "loopback")],
-    );
     // The interface of the default route, named explicitly.
     let eth = std::fs::read_to_string("/proc/net/route")
         .unwrap_or_default()
@@ -347,17 +348,27 @@ fn single_machine_jobs_listen_on_loopback() {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .find(|f| f.len() > 1 && f[1] == "00000000")
         .map(|f| f[0].to_string());
-    if let Some(eth) = eth {
+    // net: the automatic choice; tcp: its fallback (tcp;ofi_rxm).
+    for provider in ["net", "tcp"] {
         common::run_variant(
             module_path!(),
             BIND,
             2,
-            "tcp",
-            &[
-                ("ONESIDED_TEST_WANT", "external"),
-                ("ONESIDED_IFACE", eth.as_str()),
-            ],
+            provider,
+            &[("ONESIDED_TEST_WANT", "loopback")],
         );
+        if let Some(eth) = &eth {
+            common::run_variant(
+                module_path!(),
+                BIND,
+                2,
+                provider,
+                &[
+                    ("ONESIDED_TEST_WANT", "external"),
+                    ("ONESIDED_IFACE", eth.as_str()),
+                ],
+            );
+        }
     }
     let mut cmd = common::onesided_run_command(&name, 1, &[]);
     common::select_provider(&mut cmd, "tcp");

@@ -110,6 +110,39 @@ fn sockets_defect_is_reported_and_never_chosen() {
     assert!(!chosen.contains("sockets"), "{chosen}");
 }
 
+/// Where libfabric has `net` (xnet's RDM endpoint), it is the automatic
+/// choice over `tcp;ofi_rxm` (docs/reliability.md: a survivor of a killed
+/// rank can segfault inside rxm, never seen on net), and tcp;ofi_rxm's
+/// report names that defect.
+#[test]
+fn net_is_chosen_before_tcp() {
+    let has_net = listed_by_fi_info().is_some_and(|l| l.contains("net"));
+    if !has_net {
+        eprintln!("SKIP: `fi_info -l` does not list net; not checking the automatic choice");
+        return;
+    }
+    let all = stdout_of(&["--no-atomics"]);
+    let chosen = all
+        .lines()
+        .find(|l| l.starts_with("automatic choice:"))
+        .unwrap_or_else(|| panic!("no automatic choice:\n{all}"));
+    if ["efa", "cxi", "opx", "psm3", "psm2"]
+        .iter()
+        .any(|p| chosen.contains(&format!(": {p}")))
+    {
+        return; // RDMA hardware comes first.
+    }
+    assert!(chosen.starts_with("automatic choice: net on "), "{chosen}");
+    if expected().contains(&"tcp;ofi_rxm") {
+        let text = stdout_of(&["--provider", "tcp;ofi_rxm", "--no-atomics"]);
+        let defect = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("known defect"))
+            .unwrap_or_else(|| panic!("no known defect line for tcp;ofi_rxm:\n{text}"));
+        assert!(defect.contains("fi_cq_read"), "{defect}");
+    }
+}
+
 #[test]
 fn shm_demands_virtual_addresses() {
     if !expected().contains(&"shm") {

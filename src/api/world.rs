@@ -182,6 +182,10 @@ impl World {
         transport.set_receiver(am.clone());
         let posts = Arc::new(PostBox::default());
         am.register(am::kind::PSCW, posts.clone())?;
+        am.register(
+            am::kind::PSCW_COMPLETE,
+            Arc::new(crate::protocols::pscw::target::CompleteNotes(posts.clone())),
+        )?;
         let lock_table = Arc::new(crate::protocols::soft_lock::queue::LockTable::default());
         let lock_handler = Arc::new(crate::protocols::soft_lock::target::LockHandler::new(
             lock_table.clone(),

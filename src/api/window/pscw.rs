@@ -9,8 +9,11 @@
 //!   fetch-add — or, when every rank is on this node and the control
 //!   regions are shared (`World::sync_words_by_cpu`, the same on every
 //!   rank), with a CPU fetch-add on the mapped region, so the word never
-//!   sees both kinds of atomics; the target's `wait` waits until the word
-//!   reaches the cumulative number of origins it exposed the window to.
+//!   sees both kinds of atomics. A back-end without a 64-bit fetch-add
+//!   (libfabric's `net` provider has no atomics) sends a one-way message
+//!   of kind `PSCW_COMPLETE` instead, counted per window in the post box.
+//!   The target's `wait` waits until the word plus that count reaches the
+//!   cumulative number of origins it exposed the window to.
 //! * Post notification: a target's `post` must tell each origin *which*
 //!   target posted (a later epoch's target may post early), so it is one
 //!   active message (kind `PSCW`, payload: the window id) per origin,
@@ -32,7 +35,8 @@ use crate::epoch::Assert;
 use crate::error::{Error, Result};
 use crate::meta::directory;
 use crate::protocols::pscw;
-use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
+use crate::transport::am::kind;
+use crate::transport::{Atomic, AtomicKind, AtomicOp, Datatype, RemoteAddr};
 
 /// How long a PSCW wait only yields the core between progress calls before
 /// it starts sleeping: a matching call on the peer usually follows within
@@ -246,11 +250,36 @@ impl<T: Element> Window<'_, T> {
                 self.world.ctrl_fetch_add(t, off, 1)?;
                 continue;
             }
+            let transport = self.world.transport();
+            if !transport
+                .caps()
+                .atomics
+                .offers(AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch)
+            {
+                // No provider fetch-add (net): a one-way message, sent
+                // after this origin's operations completed at `t` above.
+                let sent = if t == self.world.rank() {
+                    self.world
+                        .posts
+                        .complete_arrive(self.id)
+                        .map_err(Error::InvalidArgument)
+                } else {
+                    let note = pscw::target::encode(self.id);
+                    self.world
+                        .am
+                        .send(transport, t, kind::PSCW_COMPLETE, &note)
+                };
+                sent.map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "window {}: complete: notifying rank {t} failed ({e})",
+                        self.id
+                    ))
+                })?;
+                continue;
+            }
             let at = self.complete_word(t)?;
             let mut old = [0u8; 8];
-            self.world
-                .transport()
-                .fetch_atomic(t, add, &1u64.to_ne_bytes(), &mut old, at)?;
+            transport.fetch_atomic(t, add, &1u64.to_ne_bytes(), &mut old, at)?;
         }
         Ok(())
     }
@@ -258,7 +287,8 @@ impl<T: Element> Window<'_, T> {
     /// Our complete counter: how many origins have completed so far.
     fn completions(&self) -> Result<u64> {
         let off = directory::entry_offset(self.slot) + directory::COMPLETE_WORD;
-        self.world.control_memory().load_u64(off)
+        let word = self.world.control_memory().load_u64(off)?;
+        Ok(word.wrapping_add(self.world.posts.completed(self.id)))
     }
 
     /// Checks the counter against the exposure epoch's target; `Ok(true)`

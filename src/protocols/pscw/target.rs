@@ -13,7 +13,7 @@
 //! beyond what the program's epochs consume).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::transport::am::Handler;
 
@@ -27,6 +27,8 @@ pub struct PostBox {
 struct Inner {
     open: HashSet<u64>,
     posts: HashMap<(u64, usize), u32>,
+    /// Complete notifications received as messages, per window.
+    completes: HashMap<u64, u64>,
 }
 
 /// The payload of a post notification.
@@ -47,6 +49,7 @@ impl PostBox {
         if let Ok(mut i) = self.inner.lock() {
             i.open.remove(&id);
             i.posts.retain(|k, _| k.0 != id);
+            i.completes.remove(&id);
         }
     }
 
@@ -84,6 +87,30 @@ impl PostBox {
         }
     }
 
+    /// Records a complete notification for window `id` (after validation).
+    pub fn complete_arrive(&self, id: u64) -> Result<(), String> {
+        let mut i = self
+            .inner
+            .lock()
+            .map_err(|_| "post box poisoned".to_string())?;
+        if !i.open.contains(&id) {
+            return Err(format!(
+                "complete notification for window {id}, which does not exist here"
+            ));
+        }
+        let n = i.completes.entry(id).or_insert(0);
+        *n = n.saturating_add(1);
+        Ok(())
+    }
+
+    /// Complete notifications received as messages for window `id` so far.
+    pub fn completed(&self, id: u64) -> u64 {
+        self.inner
+            .lock()
+            .map(|i| i.completes.get(&id).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
     /// Entries held (for tests: bounded by windows × targets that posted).
     pub fn entries(&self) -> usize {
         self.inner.lock().map(|i| i.posts.len()).unwrap_or(0)
@@ -97,17 +124,39 @@ impl Handler for PostBox {
         payload: &[u8],
         reply: Option<&mut [u8]>,
     ) -> std::result::Result<usize, String> {
-        if reply.is_some() {
-            return Err("a post notification is one-way, not a request".into());
-        }
-        let id: [u8; 8] = payload
-            .try_into()
-            .map_err(|_| format!("post notification of {} bytes, not 8", payload.len()))?;
-        let id = u64::from_le_bytes(id);
-        if id == 0 {
-            return Err("post notification for window 0".into());
-        }
+        let id = decode("post", payload, reply.is_some())?;
         self.arrive(id, from)?;
+        Ok(0)
+    }
+}
+
+/// The window id of a one-way notification of kind `what`.
+fn decode(what: &str, payload: &[u8], request: bool) -> Result<u64, String> {
+    if request {
+        return Err(format!("a {what} notification is one-way, not a request"));
+    }
+    let id: [u8; 8] = payload
+        .try_into()
+        .map_err(|_| format!("{what} notification of {} bytes, not 8", payload.len()))?;
+    match u64::from_le_bytes(id) {
+        0 => Err(format!("{what} notification for window 0")),
+        id => Ok(id),
+    }
+}
+
+/// The handler of `PSCW_COMPLETE` messages: counts them in the post box.
+#[derive(Debug)]
+pub struct CompleteNotes(pub Arc<PostBox>);
+
+impl Handler for CompleteNotes {
+    fn handle(
+        &self,
+        _from: usize,
+        payload: &[u8],
+        reply: Option<&mut [u8]>,
+    ) -> std::result::Result<usize, String> {
+        let id = decode("complete", payload, reply.is_some())?;
+        self.0.complete_arrive(id)?;
         Ok(0)
     }
 }
@@ -137,5 +186,25 @@ mod tests {
         b.close(7);
         assert_eq!(b.entries(), 0, "free drops the window's entries");
         assert!(!b.take(7, 2));
+    }
+
+    #[test]
+    fn counts_complete_notifications_per_window() {
+        let b = Arc::new(PostBox::default());
+        let notes = CompleteNotes(b.clone());
+        assert!(notes.handle(1, &encode(7), None).is_err(), "unknown window");
+        b.open(7);
+        b.open(8);
+        notes.handle(1, &encode(7), None).unwrap();
+        notes.handle(2, &encode(7), None).unwrap();
+        notes.handle(1, &encode(8), None).unwrap();
+        assert!(notes.handle(1, &[1, 2, 3], None).is_err(), "short payload");
+        assert!(notes.handle(1, &encode(0), None).is_err(), "window 0");
+        let mut space = [0u8; 8];
+        assert!(notes.handle(1, &encode(7), Some(&mut space)).is_err(), "request");
+        assert_eq!((b.completed(7), b.completed(8), b.completed(9)), (2, 1, 0));
+        b.close(7);
+        assert_eq!(b.completed(7), 0, "free drops the window's count");
+        assert_eq!(b.completed(8), 1);
     }
 }

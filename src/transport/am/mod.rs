@@ -55,6 +55,9 @@ pub mod kind {
     pub const BATCH: u8 = 4;
     /// Strided gets (`protocols::aggregation::GetHandler`).
     pub const GET: u8 = 5;
+    /// PSCW complete notifications where the back-end has no 64-bit
+    /// fetch-add (`protocols::pscw::target::CompleteNotes`).
+    pub const PSCW_COMPLETE: u8 = 6;
     /// First kind free for tests and experiments.
     pub const USER: u8 = 128;
 }

@@ -4,19 +4,22 @@
 //!
 //! | switch | rule | why (measured, `docs/transport.md`, `docs/semantics.md`) |
 //! |---|---|---|
-//! | `native_atomics` | false for tcp, sockets, udp, shm | their atomics run in the target's progress engine: a lock is cheaper as one message than a chain of emulated atomics |
-//! | `batch_small` | tcp, sockets | one provider operation per 8-byte put cost ~20 µs; batched, 0.4 µs per put (`docs/op-table.md`) |
+//! | `native_atomics` | false for tcp, net, sockets, udp, shm | their atomics run in the target's progress engine: a lock is cheaper as one message than a chain of emulated atomics |
+//! | `batch_small` | tcp, net, sockets | one provider operation per 8-byte put cost ~20 µs; batched, 0.4 µs per put (`docs/op-table.md`) |
 //! | `completion` | `FI_ORDER_RMA_RAW` → ordered read, else delivery-complete writes | shm promises no RAW order |
 //! | `needs_target_progress` | always | the endpoint runs `FI_PROGRESS_MANUAL` (AUTO measured ≈3× slower on tcp) |
 //! | `remote_errors_break_connection` | always | tcp drops the connection on a bad key (issue 12 item 2), shm hangs, rxm does not reconnect |
 
 use crate::transport::{AtomicTable, Caps, MrCaps, RemoteCompletion};
 
-/// Providers whose atomics are emulated by the target's CPU.
-const EMULATED_ATOMICS: &[&str] = &["tcp", "sockets", "udp", "shm"];
+/// Providers whose atomics are emulated by the target's CPU (`net` in
+/// libfabric 1.17 offers none at all; `net;ofi_rxm` emulates them as
+/// `tcp;ofi_rxm` does).
+const EMULATED_ATOMICS: &[&str] = &["tcp", "net", "sockets", "udp", "shm"];
 
-/// Providers where small operations are batched into messages by default.
-const BATCH_SMALL: &[&str] = &["tcp", "sockets"];
+/// Providers where small operations are batched into messages by default
+/// (`net` is the same sockets as `tcp`, without rxm).
+const BATCH_SMALL: &[&str] = &["tcp", "net", "sockets"];
 
 fn named(provider: &str, list: &[&str]) -> bool {
     list.iter().any(|p| provider.starts_with(p))
@@ -63,5 +66,22 @@ pub fn caps(f: ProviderFacts<'_>) -> Caps {
         atomic_order: f.atomic_order,
         mr: f.mr,
         atomics: f.atomics,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_is_treated_like_tcp() {
+        for p in ["tcp;ofi_rxm", "net", "net;ofi_rxm"] {
+            assert!(named(p, EMULATED_ATOMICS), "{p}: emulated atomics");
+            assert!(named(p, BATCH_SMALL), "{p}: small ops batched");
+        }
+        for p in ["efa", "verbs;ofi_rxm", "psm3"] {
+            assert!(!named(p, EMULATED_ATOMICS), "{p}");
+            assert!(!named(p, BATCH_SMALL), "{p}");
+        }
     }
 }

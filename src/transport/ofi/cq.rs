@@ -148,6 +148,10 @@ const BATCH: usize = 16;
 ///   wakes when bytes arrive on any connection — also for incoming RMA,
 ///   which produces no completion at the target (measured: see
 ///   `docs/transport.md`, "Progress").
+/// * net (xnet's own RDM endpoint, no rxm, 1.17): it accepts `FI_WAIT_FD`
+///   (the wait set holds its progress engine's epoll fd), but the agent
+///   then never sleeps: measured 98 % CPU per idle process (2026-11-28,
+///   `examples/busy_target.rs`); polling costs 7-8 %.
 /// * sockets: it accepts `FI_WAIT_FD`, but in manual progress its
 ///   `fi_cq_sread` busy-polls (it must drive progress itself): measured, an
 ///   idle process then burns its core, and a loaded machine saw 5 ms p90

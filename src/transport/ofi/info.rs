@@ -20,10 +20,14 @@ pub const MR_MODES_HANDLED: u64 = fi::FI_MR_LOCAL
     | fi::FI_MR_ENDPOINT;
 
 /// Providers tried, in order, when `ONESIDED_PROVIDER` is not set: native
-/// RDMA hardware first, software transports last. `sockets` is not among
+/// RDMA hardware first, software transports last. `net` (xnet's own RDM
+/// endpoint) comes before `tcp` (`tcp;ofi_rxm`, the same sockets under
+/// rxm): a rank killed during window creation sometimes crashes a survivor
+/// inside rxm's `fi_cq_read`, never on `net` (docs/reliability.md); `tcp`
+/// stays as the fallback where `net` is absent. `sockets` is not among
 /// them: junk bytes sent to its listening port can crash the rank
 /// (libfabric 1.17, docs/reliability.md); it is used only when asked for.
-pub const AUTO_ORDER: &[&str] = &["efa", "cxi", "opx", "psm3", "psm2", "tcp"];
+pub const AUTO_ORDER: &[&str] = &["efa", "cxi", "opx", "psm3", "psm2", "net", "tcp"];
 
 /// Known defects of libfabric 1.17's providers that onesided works around
 /// or avoids, for `onesided-info` (evidence in docs/reliability.md and
@@ -35,6 +39,11 @@ pub fn known_defect(provider: &str) -> Option<&'static str> {
             "junk bytes sent to its listening port can crash the rank (SIGSEGV or SIGABRT \
              in the provider) or hang the job; not in the automatic order, used only when \
              ONESIDED_PROVIDER names it",
+        ),
+        ("tcp", true) => Some(
+            "a rank killed while the others are in a collective (window creation) can make a \
+             survivor segfault inside fi_cq_read under load; `net` is the automatic choice \
+             before it",
         ),
         ("verbs", true) => Some(
             "on soft-RoCE (rxe) emulated atomics may complete twice; use the native verbs \
@@ -369,11 +378,15 @@ impl<'a> InfoRef<'a> {
 }
 
 /// The entry [`InfoList::select`] picks without `ONESIDED_PROVIDER`: the
-/// first entry of the first provider of [`AUTO_ORDER`] that is present.
+/// first entry of the first provider of [`AUTO_ORDER`] that is present —
+/// the provider of exactly that name if listed (`net`, not `net;ofi_rxm`),
+/// else the first whose core has that name (`tcp;ofi_rxm`).
 pub fn auto_choice(list: &InfoList) -> Option<InfoRef<'_>> {
-    AUTO_ORDER
-        .iter()
-        .find_map(|name| list.iter().find(|e| e.core_provider() == *name))
+    AUTO_ORDER.iter().find_map(|name| {
+        list.iter()
+            .find(|e| e.provider() == *name)
+            .or_else(|| list.iter().find(|e| e.core_provider() == *name))
+    })
 }
 
 /// Names of the set bits of `mr_mode`.
