@@ -11,7 +11,9 @@
 #                 (queues small operations and ships them at the flush:
 #                 the reference of issue 5 §3b)
 #   onesided      onesided-bench --raw under onesided-run, default settings
-#   onesided-tcp  ONESIDED_SHM=0 ONESIDED_PROVIDER=tcp
+#   onesided-tcp  ONESIDED_SHM=0 ONESIDED_PROVIDER=${BVM_TCP_PROVIDER:-net}: over
+#                 TCP sockets with the automatic choice, libfabric's `net`
+#                 (BVM_TCP_PROVIDER=tcp for `tcp;ofi_rxm`)
 #   onesided-shm  ONESIDED_SHM=0 ONESIDED_PROVIDER=shm
 #
 # The patterns are onesided-bench's (benches/mpi/rma_bench.c has the same
@@ -149,7 +151,7 @@ run_system() {
         "${ompi[@]}" "${pt2pt[@]}" "$out/rma_bench.ompi" "${mpi_args[@]}" -l "$name"
         ;;
     onesided) env -u ONESIDED_SHM -u ONESIDED_PROVIDER "${osrun[@]}" "${osbench[@]}" ;;
-    onesided-tcp) ONESIDED_SHM=0 ONESIDED_PROVIDER=tcp "${osrun[@]}" "${osbench[@]}" ;;
+    onesided-tcp) ONESIDED_SHM=0 ONESIDED_PROVIDER=${BVM_TCP_PROVIDER:-net} "${osrun[@]}" "${osbench[@]}" ;;
     onesided-shm) ONESIDED_SHM=0 ONESIDED_PROVIDER=shm "${osrun[@]}" "${osbench[@]}" ;;
     *)
         echo "unknown system '$name'" >&2
