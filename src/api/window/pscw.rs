@@ -258,23 +258,18 @@ impl<T: Element> Window<'_, T> {
             {
                 // No provider fetch-add (net): a one-way message, sent
                 // after this origin's operations completed at `t` above.
-                let sent = if t == self.world.rank() {
-                    self.world
-                        .posts
-                        .complete_arrive(self.id)
-                        .map_err(Error::InvalidArgument)
+                if t == self.world.rank() {
+                    self.world.posts.complete_arrive(self.id).map_err(|e| {
+                        Error::InvalidArgument(format!("window {}: complete: {e}", self.id))
+                    })?;
                 } else {
+                    // The send's own error (kind and peer) is the caller's:
+                    // a gone peer stays `PeerUnreachable`.
                     let note = pscw::target::encode(self.id);
                     self.world
                         .am
-                        .send(transport, t, kind::PSCW_COMPLETE, &note)
-                };
-                sent.map_err(|e| {
-                    Error::InvalidArgument(format!(
-                        "window {}: complete: notifying rank {t} failed ({e})",
-                        self.id
-                    ))
-                })?;
+                        .send(transport, t, kind::PSCW_COMPLETE, &note)?;
+                }
                 continue;
             }
             let at = self.complete_word(t)?;
