@@ -54,6 +54,20 @@ pub use inflight::InFlight;
 pub use memory::Memory;
 pub use vocab::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype};
 
+/// Checks the length of a message for [`Transport::send`]: 1 to
+/// [`MAX_MESSAGE`] bytes (every back-end refuses the same ones).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the length and `target`.
+pub fn check_message(target: usize, len: usize) -> Result<()> {
+    if len == 0 || len > MAX_MESSAGE {
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "message of {len} bytes to rank {target}: messages hold 1 to {MAX_MESSAGE} bytes"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks that the lengths of `ranges` sum to `len` (the buffer of
 /// [`Transport::put_scatter`] and [`Transport::get_gather`]).
 pub fn check_ranges(len: usize, ranges: &[(RemoteAddr, usize)]) -> Result<()> {
@@ -346,9 +360,10 @@ pub trait Transport: Send + Sync {
         }
         Ok(())
     }
-    /// Sends `bytes` (at most [`MAX_MESSAGE`]) to one of `target`'s
-    /// pre-posted receive buffers; returns when `bytes` may be reused. The
-    /// receiver's [`Receiver`] sees the message when its CQ is read.
+    /// Sends `bytes` (1 to [`MAX_MESSAGE`]; see [`check_message`]) to one
+    /// of `target`'s pre-posted receive buffers; returns when `bytes` may be
+    /// reused. The receiver's [`Receiver`] sees the message when its CQ is
+    /// read.
     fn send(&self, target: usize, bytes: &[u8]) -> Result<()>;
     /// Posts `bytes` like [`Transport::send`] but returns without waiting
     /// for the send's local completion: the bytes are copied (or injected)

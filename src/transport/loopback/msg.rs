@@ -43,12 +43,7 @@ fn deliver(t: &LoopbackTransport, target: usize, bytes: &[u8]) -> Result<()> {
 
 /// [`crate::transport::Transport::send`].
 pub(super) fn send(t: &LoopbackTransport, target: usize, bytes: &[u8]) -> Result<()> {
-    if bytes.len() > MAX_MESSAGE {
-        return Err(Error::InvalidArgument(format!(
-            "a message of {} bytes to rank {target} exceeds the {MAX_MESSAGE}-byte limit",
-            bytes.len()
-        )));
-    }
+    crate::transport::check_message(target, bytes.len())?;
     t.connected(target)?;
     t.queue.then(t, || deliver(t, target, bytes))
 }

@@ -34,7 +34,7 @@ use super::fault::{fabric_error, EAGAIN};
 use super::mr::LocalMr;
 use super::waiting::{post_retry, wait, Trackers};
 use super::OfiTransport;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::transport::{Completion, Memory, Receiver, MAX_MESSAGE, RECV_BUFFERS};
 
 /// What a message context is for.
@@ -338,12 +338,7 @@ fn post(
     done: &Arc<Completion>,
     failed: Option<crate::transport::SendFailed>,
 ) -> Result<bool> {
-    if bytes.len() > MAX_MESSAGE || bytes.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "message of {} bytes to rank {target}: messages hold 1 to {MAX_MESSAGE} bytes",
-            bytes.len()
-        )));
-    }
+    crate::transport::check_message(target, bytes.len())?;
     t.ensure_alive()?;
     let fi_addr = t.peer(target)?;
     let count = || {
