@@ -7,6 +7,18 @@
 //! between the last poll and the sleep: completions found there are kept
 //! for the next [`Cq::poll`] and `arm` says "do not sleep".
 //!
+//! The CQ is armed for *solicited* completions only. Every message that
+//! needs the receiver's CPU (active messages on the RC queue pairs,
+//! handshake datagrams on the UD pair) is sent with `IBV_SEND_SOLICITED`,
+//! so its arrival wakes the agent; the completions of the process's own
+//! RDMA WRITE/READ/ATOMIC requests do not. Those are polled by the
+//! application thread that waits for them, and waking the agent for each
+//! of them (as a plain `ibv_req_notify_cq(cq, 0)` does) put a second busy
+//! thread beside every blocking operation (docs/performance.md, issue 11
+//! §3). Unsuccessful completions raise an event for a solicited-only arm
+//! as well (InfiniBand specification), and the waiting thread polls its
+//! own in any case.
+//!
 //! Work request ids ([`WrId`]) carry the queue pair's generation: after an
 //! error completion a queue pair is re-created under a new generation, and
 //! completions still arriving for the old one are recognised and dropped.
@@ -265,8 +277,9 @@ impl Cq {
                 *unacked = 0;
             }
         }
-        // SAFETY: cq is valid and has a channel.
-        let rc = unsafe { ffi::ibv_req_notify_cq(self.cq, 0) };
+        // SAFETY: cq is valid and has a channel. 1: solicited completions
+        // only (see the module documentation).
+        let rc = unsafe { ffi::ibv_req_notify_cq(self.cq, 1) };
         if rc != 0 {
             return Err(rc_err("ibv_req_notify_cq", "arming the completion queue", rc));
         }

@@ -321,7 +321,8 @@ impl Ud {
         wr.num_sge = 1;
         wr.opcode = ffi::IBV_WR_SEND;
         // Inline: the bytes are copied at post time (a stack buffer).
-        wr.send_flags = ffi::IBV_SEND_SIGNALED | ffi::IBV_SEND_INLINE;
+        // Solicited: the datagram wakes the peer's progress agent (see `cq`).
+        wr.send_flags = ffi::IBV_SEND_SIGNALED | ffi::IBV_SEND_INLINE | ffi::IBV_SEND_SOLICITED;
         wr.wr.ud = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 {
             ah,
             remote_qpn: card.ud_qpn,

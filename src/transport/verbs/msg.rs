@@ -174,7 +174,8 @@ impl Srq {
 }
 
 impl RcQp {
-    /// Posts a SEND of `src` (inline when small enough).
+    /// Posts a SEND of `src` (inline when small enough), solicited: its
+    /// arrival wakes the receiver's progress agent (see `cq`).
     ///
     /// # Errors
     /// `ibv_post_send` failing.
@@ -190,7 +191,7 @@ impl RcQp {
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
         wr.opcode = ffi::IBV_WR_SEND;
-        wr.send_flags = ffi::IBV_SEND_SIGNALED;
+        wr.send_flags = ffi::IBV_SEND_SIGNALED | ffi::IBV_SEND_SOLICITED;
         if src.len <= self.max_inline {
             wr.send_flags |= ffi::IBV_SEND_INLINE;
         }
