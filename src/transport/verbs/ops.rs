@@ -34,6 +34,10 @@ pub struct Op {
     pub copy: usize,
     /// The fetched bytes are 64-bit atomic results (byte order fixed).
     pub atomic_result: bool,
+    /// Runs once with the error when the request fails after it was
+    /// posted (a posted send's hook, [`crate::transport::Transport::send_posted`]);
+    /// dropped uncalled otherwise.
+    pub on_fail: Option<crate::transport::SendFailed>,
 }
 
 struct Table {

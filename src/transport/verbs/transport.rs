@@ -197,6 +197,7 @@ impl VerbsTransport {
                 at: 0,
                 copy: 8,
                 atomic_result: false,
+                on_fail: None,
             },
             |qp, id| qp.post_fetch_add(id, local, dst, 0),
         )?;
@@ -402,6 +403,15 @@ impl VerbsTransport {
             if let Some(s) = op.slot {
                 self.staging.give(s);
             }
+            let mut op = op;
+            if let Some(failed) = op.on_fail.take() {
+                let what = format!("{:?} to rank {}", op.kind, op.target);
+                failed(if gone {
+                    Error::peer_unreachable(op.target, what, message.clone())
+                } else {
+                    Error::backend("verbs", "ibv_poll_cq", what, wc.status as i32, message.clone())
+                });
+            }
             if gone {
                 op.sink.fail_peer_gone(op.target, message);
             } else {
@@ -466,7 +476,7 @@ impl VerbsTransport {
             } else {
                 receiver.resolve(to)
             }
-            .and_then(|()| self.post_send(to, reply, Sink::counter(Arc::new(Completion::new()))));
+            .and_then(|()| self.post_send(to, reply, Sink::counter(Arc::new(Completion::new())), None));
             if let Err(e) = sent {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("a reply to rank {to} could not be sent: {e}");
@@ -475,14 +485,16 @@ impl VerbsTransport {
     }
 
     /// Posts a SEND of `bytes` to `target` (copied: `bytes` may be reused
-    /// at once); `sink` counts it.
-    fn post_send(&self, target: usize, bytes: &[u8], sink: Sink) -> Result<()> {
-        if bytes.len() > MAX_MESSAGE {
-            return Err(Error::InvalidArgument(format!(
-                "a message of {} bytes exceeds the {MAX_MESSAGE}-byte limit",
-                bytes.len()
-            )));
-        }
+    /// at once); `sink` counts it, `on_fail` hears of a failure after the
+    /// post.
+    fn post_send(
+        &self,
+        target: usize,
+        bytes: &[u8],
+        sink: Sink,
+        on_fail: Option<crate::transport::SendFailed>,
+    ) -> Result<()> {
+        crate::transport::check_message(target, bytes.len())?;
         let (qp, generation) = self.qp_for(target)?;
         let slot = self.take_slot()?;
         self.staging.fill(slot, bytes)?;
@@ -503,6 +515,7 @@ impl VerbsTransport {
                 at: 0,
                 copy: 0,
                 atomic_result: false,
+                on_fail,
             },
             |qp, id| qp.post_send(id, local),
         )
@@ -573,6 +586,7 @@ impl VerbsTransport {
             at: 0,
             copy: 0,
             atomic_result: false,
+            on_fail: None,
         }
     }
 
@@ -986,9 +1000,20 @@ impl Transport for VerbsTransport {
 
     fn send(&self, target: usize, bytes: &[u8]) -> Result<()> {
         let done = Arc::new(Completion::new());
-        self.post_send(target, bytes, Sink::counter(done.clone()))?;
+        self.post_send(target, bytes, Sink::counter(done.clone()), None)?;
         let what = || format!("a message of {} bytes to rank {target}", bytes.len());
         self.block_on(&done, &what)
+    }
+
+    fn send_posted(
+        &self,
+        target: usize,
+        bytes: &[u8],
+        failed: crate::transport::SendFailed,
+    ) -> Result<()> {
+        // Nobody waits on this tracker: the op's hook reports a failure.
+        let done = Arc::new(Completion::new());
+        self.post_send(target, bytes, Sink::counter(done), Some(failed))
     }
 
     fn set_receiver(&self, receiver: Arc<dyn Receiver>) {
