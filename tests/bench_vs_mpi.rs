@@ -151,24 +151,24 @@ fn table_of_runs_and_targets() {
         "| intra | get_lat 8 ≤ 1.05× faster of ompi, ompi-sm | — | — | — | ≤ 1.05 \
          | not measured: no onesided get_lat 8 |",
         // 2. tcp against fi_rma_raw on the same provider, its faster mode.
-        "| tcp | put_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 42.0 µs | 31.0 µs \
+        "| tcp (tcp;ofi_rxm) | put_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 42.0 µs | 31.0 µs \
          (fi-raw-tcp on tcp;ofi_rxm, faster mode: transmit-complete) | 1.35 | ≤ 1.3 | MISSED |",
-        "| tcp | get_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 30.0 µs | 25.0 µs \
+        "| tcp (tcp;ofi_rxm) | get_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 30.0 µs | 25.0 µs \
          (fi-raw-tcp on tcp;ofi_rxm, faster mode: delivery-complete/transmit-complete) | 1.20 \
          | ≤ 1.3 | met |",
-        "| tcp | fop_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 20.0 µs | 15.0 µs \
+        "| tcp (tcp;ofi_rxm) | fop_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 20.0 µs | 15.0 µs \
          (fi-raw-tcp on tcp;ofi_rxm, faster mode: delivery-complete) | 1.33 | ≤ 1.3 | MISSED |",
-        "| tcp | cas_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | — | — | — | ≤ 1.3 \
+        "| tcp (tcp;ofi_rxm) | cas_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | — | — | — | ≤ 1.3 \
          | not measured: no onesided-tcp cas_lat 8 |",
         // 3. batching against osc/pt2pt, its flags from session.txt.
-        "| batch | acc_rate 8 ≥ 1.0× ompi-pt2pt-tcp (--mca osc pt2pt --mca pml ob1 --mca btl \
+        "| batch (tcp;ofi_rxm) | acc_rate 8 ≥ 1.0× ompi-pt2pt-tcp (--mca osc pt2pt --mca pml ob1 --mca btl \
          tcp,self --mca btl_tcp_if_include lo), Mops/s | 10.0 Mops/s | 5.71 Mops/s \
          (ompi-pt2pt-tcp) | 1.75 | ≥ 1 | met |",
-        "| batch | put_bw 8 ≥ 1.5× ompi-pt2pt-tcp, MB/s | 8.00 MB/s | 18.2 MB/s (ompi-pt2pt-tcp) \
+        "| batch (tcp;ofi_rxm) | put_bw 8 ≥ 1.5× ompi-pt2pt-tcp, MB/s | 8.00 MB/s | 18.2 MB/s (ompi-pt2pt-tcp) \
          | 0.44 | ≥ 1.5 | MISSED |",
         // 4. 1 MiB in bandwidth: 1 MiB / 200 µs against / 190 µs; shm
         // 110 µs against 90/95/100; intra 42 µs against ompi-sm's 39.
-        "| large | tcp: put_bw 1M bandwidth ≥ 0.9× fi_rma_raw (best of DC/TC) | 5243 MB/s | 5519 \
+        "| large | tcp (tcp;ofi_rxm): put_bw 1M bandwidth ≥ 0.9× fi_rma_raw (best of DC/TC) | 5243 MB/s | 5519 \
          MB/s (fi-raw-tcp on tcp;ofi_rxm, faster mode: delivery-complete) | 0.95 | ≥ 0.9 | met |",
         "| large | shm provider: put_bw 1M bandwidth ≥ 0.9× fi_rma_raw (best of DC/TC) | 9533 MB/s \
          | 11038 MB/s (fi-raw-shm on shm, faster mode: transmit-complete) | 0.86 | ≥ 0.9 \
@@ -181,7 +181,7 @@ fn table_of_runs_and_targets() {
         // 5. issue 15's halo step.
         "| halo | intra: halo_lat 1024 ≤ 1.0× faster of mpich, ompi, ompi-sm | 1000 µs | 950 µs \
          (ompi-sm) | 1.05 | ≤ 1 | MISSED |",
-        "| halo | tcp: halo_lat 1024 ≤ 1.0× faster of mpich-tcp, ompi-ucx-tcp | 3000 µs | 4000 µs \
+        "| halo | tcp (tcp;ofi_rxm): halo_lat 1024 ≤ 1.0× faster of mpich-tcp, ompi-ucx-tcp | 3000 µs | 4000 µs \
          (mpich-tcp) | 0.75 | ≤ 1 | met |",
         "targets: 7 met, 7 missed, 9 not measured",
     ] {
@@ -230,21 +230,21 @@ fn targets_not_measured_without_their_columns() {
         out.tail(30)
     );
     for want in [
-        "| batch | acc_rate 8 ≥ 1.0× ompi-pt2pt-tcp (--mca osc pt2pt --mca pml ob1 --mca btl \
+        "| batch (tcp;ofi_rxm) | acc_rate 8 ≥ 1.0× ompi-pt2pt-tcp (--mca osc pt2pt --mca pml ob1 --mca btl \
          tcp,self --mca btl_tcp_if_include lo), Mops/s | 10.0 Mops/s | — | — | ≥ 1 \
          | not measured: ompi-pt2pt-tcp not run |",
-        "| batch | put_bw 8 ≥ 1.5× ompi-pt2pt-tcp, MB/s | 8.00 MB/s | — | — | ≥ 1.5 \
+        "| batch (tcp;ofi_rxm) | put_bw 8 ≥ 1.5× ompi-pt2pt-tcp, MB/s | 8.00 MB/s | — | — | ≥ 1.5 \
          | not measured: ompi-pt2pt-tcp not run |",
         "| intra | put_lat 8 ≤ 1.05× faster of ompi, ompi-sm | 0.25 µs | — | — | ≤ 1.05 \
          | not measured: ompi-sm not run |",
         "| intra | cas_lat 8 ≤ 1.05× faster of ompi, ompi-sm | 0.062 µs | — | — | ≤ 1.05 \
          | not measured: ompi-sm not run |",
         // onesided-tcp ran tcp;ofi_rxm, fi-raw-tcp net: not the same provider.
-        "| tcp | put_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 41.0 µs | 30.0 µs \
+        "| tcp (tcp;ofi_rxm) | put_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 41.0 µs | 30.0 µs \
          (fi-raw-tcp on net, faster mode: delivery-complete) | — | ≤ 1.3 | not measured: \
          providers differ: onesided-tcp tcp;ofi_rxm, fi-raw-tcp net |",
         // net has no atomics in libfabric 1.17: fi_rma_raw skipped them.
-        "| tcp | fop_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 20.0 µs | — | — \
+        "| tcp (tcp;ofi_rxm) | fop_lat 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC) | 20.0 µs | — | — \
          | ≤ 1.3 | not measured: fi-raw-tcp skipped fop_lat: \
          fi_fetch_atomicvalid(FI_INT64,FI_SUM) = -38 Function not implemented (provider net) |",
         "| large | intra: put_bw 1M bandwidth ≥ 0.9× best of mpich, ompi, ompi-sm | 24966 MB/s | — \

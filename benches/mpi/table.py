@@ -382,6 +382,11 @@ def targets(S, session):
         if not t.why and pa and pb and pa != pb:
             t.why = f"providers differ: {a} {pa}, {b} {pb}"
 
+    # The provider onesided-tcp ran on, beside every target that uses it.
+    tcp = header("onesided-tcp").get("provider")
+    if not tcp:
+        m = re.search(r"ONESIDED_PROVIDER=(\S+)", session.get("tcp", ""))
+        tcp = f"{m[1]} (set; not run)" if m else "?"
     out = []
     # 1. Intra-node, default settings: within 5 % of the faster Open MPI.
     for op in INTRA_OPS:
@@ -391,24 +396,24 @@ def targets(S, session):
         out.append(t)
     # 2. tcp: within 30 % of raw libfabric on the same provider.
     for op in TCP_OPS:
-        t = Target("tcp", f"{op} 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC)", "us", 1.3, 8)
+        t = Target(f"tcp ({tcp})", f"{op} 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC)", "us", 1.3, 8)
         mine(t, "onesided-tcp", op, 8)
         ref(t, ["fi-raw-tcp"], op, 8)
         same_provider(t, "onesided-tcp", "fi-raw-tcp")
         out.append(t)
     # 3. Batching small operations over tcp, against Open MPI osc/pt2pt.
     flags = session.get("pt2pt", "MCA flags not recorded")
-    t = Target("batch", f"acc_rate 8 ≥ 1.0× ompi-pt2pt-tcp ({flags}), Mops/s", "Mops/s", 1.0, 8)
+    t = Target(f"batch ({tcp})", f"acc_rate 8 ≥ 1.0× ompi-pt2pt-tcp ({flags}), Mops/s", "Mops/s", 1.0, 8)
     mine(t, "onesided-tcp", "acc_rate", 8)
     ref(t, ["ompi-pt2pt-tcp"], "acc_rate", 8)
     out.append(t)
-    t = Target("batch", "put_bw 8 ≥ 1.5× ompi-pt2pt-tcp, MB/s", "MB/s", 1.5, 8)
+    t = Target(f"batch ({tcp})", "put_bw 8 ≥ 1.5× ompi-pt2pt-tcp, MB/s", "MB/s", 1.5, 8)
     mine(t, "onesided-tcp", "put_bw", 8)
     ref(t, ["ompi-pt2pt-tcp"], "put_bw", 8)
     out.append(t)
     # 4. 1 MiB: bandwidth within 10 % of raw libfabric (put_bw; fi_rma_raw has
     # no get_bw, so get_lat on both sides) and of the best MPI intra-node.
-    for sys, raw, where in (("onesided-tcp", "fi-raw-tcp", "tcp"),
+    for sys, raw, where in (("onesided-tcp", "fi-raw-tcp", f"tcp ({tcp})"),
                             ("onesided-shm", "fi-raw-shm", "shm provider")):
         for op, words in (("put_bw", "put_bw 1M"),
                           ("get_lat", "get_lat 1M (fi_rma_raw has no get_bw)")):
@@ -429,7 +434,7 @@ def targets(S, session):
     mine(t, "onesided", "halo_lat", HALO)
     ref(t, ["mpich", "ompi", "ompi-sm"], "halo_lat", HALO)
     out.append(t)
-    t = Target("halo", "tcp: halo_lat 1024 ≤ 1.0× faster of mpich-tcp, ompi-ucx-tcp", "us", 1.0, HALO)
+    t = Target("halo", f"tcp ({tcp}): halo_lat 1024 ≤ 1.0× faster of mpich-tcp, ompi-ucx-tcp", "us", 1.0, HALO)
     mine(t, "onesided-tcp", "halo_lat", HALO)
     ref(t, ["mpich-tcp", "ompi-ucx-tcp"], "halo_lat", HALO)
     out.append(t)
@@ -447,7 +452,8 @@ def print_targets(S, session):
     print(f"onesided-tcp provider: {used} (its run's header); script: "
           f"{session.get('tcp', 'not recorded')}.")
     print()
-    print("Sections: intra = column onesided (default settings); tcp = onesided-tcp against "
+    print("Sections: intra = column onesided (default settings); tcp (onesided-tcp's provider) "
+          "= onesided-tcp against "
           "fi_rma_raw (fi-raw-tcp) on the same libfabric provider, the faster of its "
           "delivery-complete and transmit-complete (-t) runs; batch = onesided-tcp against "
           "Open MPI osc/pt2pt over tcp; large = 1 MiB; halo = issue 15. fi_rma_raw skips the "
