@@ -203,7 +203,7 @@ run_fi_raw() {
         [[ $mode == tc ]] && flag=(-t)
         {
             echo "# bvm mode=$mode date=$(date -u +%FT%TZ) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
-            FI_PROVIDER=$prov "$out/fi_rma_raw" "${fi_args[@]}" "${flag[@]}" || echo "# bvm: fi_rma_raw -p $prov ${flag[*]} failed: $?"
+            FI_PROVIDER=$prov "$out/fi_rma_raw" "${fi_args[@]}" "${flag[@]}" || echo "# bvm: FI_PROVIDER=$prov fi_rma_raw ${flag[*]} failed (status $?)"
         } >"$f.$mode.txt"
     done
     python3 benches/mpi/table.py --from-fi-raw "$name" --sizes "$sizes" "$f.dc.txt" "$f.tc.txt"
