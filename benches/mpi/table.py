@@ -2,13 +2,17 @@
 """One table from the JSON lines of scripts/bench-vs-mpi.sh.
 
     table.py DIR
+    table.py --from-fi-raw NAME [--sizes 8,1K,1M] FILE...
 
 DIR holds one file per system and run, NAME.rK.jsonl (run K; a plain
 NAME.jsonl is one run): the JSON lines of benches/mpi/rma_bench.c (mode
-"mpi") or of `onesided-bench --json --raw` (modes "onesided" and "raw";
-lines may carry onesided-run's "[0] " prefix). NAME decides the kind: names
-starting with "onesided" are onesided runs, every other name is an MPI
-library. DIR/session.txt (start/end uptime), if present, is printed first.
+"mpi"), of `onesided-bench --json --raw` (modes "onesided" and "raw";
+lines may carry onesided-run's "[0] " prefix) or of `--from-fi-raw` (mode
+"fi_raw"). NAME decides the kind: names starting with "onesided" are
+onesided runs, names starting with "fi-raw" raw libfabric
+(benches/raw/fi_rma_raw.c), every other name is an MPI library.
+DIR/session.txt (start/end uptime, the tcp provider, the osc/pt2pt flags),
+if present, is printed first.
 
 Prints a Markdown table: per pattern and size, each system's median µs per
 operation (lower is better; bandwidth and rate patterns too, so every ratio
@@ -17,10 +21,14 @@ and, in brackets, the fastest and slowest run median — then the ratios
 onesided / best MPI (default settings: every MPI column; network:
 onesided-tcp against the MPI columns whose name ends in "-tcp") and
 onesided / raw per onesided column, all from the medians. Then the
-"targets" section: every target of issue 5 §3 and §3b computed from the
-cells, met / MISSED / not measured. Exit status 1 if a run's check failed or
-a file holds no result, 2 on unreadable input (a missed target is a
-measurement, not an error: exit 0).
+"targets" section: every target of issue 13 (and issue 15's halo step)
+computed from the cells, met / MISSED / not measured (with the reason).
+Exit status 1 if a run's check failed or a file holds no result, 2 on
+unreadable input (a missed target is a measurement, not an error: exit 0).
+
+--from-fi-raw converts fi_rma_raw's output (`op=... lat_us=...` lines, one
+file per completion mode) into one JSON-lines file: per op and size the
+best mode's median, fi_rma_raw's acc_bw as acc_rate (µs per accumulate).
 """
 
 import json
@@ -34,15 +42,15 @@ OP_ORDER = [
     "cas_lat", "msg_rate", "lock_unlock_lat", "fence_lat", "pscw_lat", "halo_lat",
 ]
 # Preferred column order; other names follow alphabetically.
-SYS_ORDER = ["mpich", "mpich-tcp", "ompi", "ompi-ucx-tcp", "ompi-pt2pt-tcp",
-             "onesided", "onesided-tcp", "onesided-shm"]
+SYS_ORDER = ["mpich", "mpich-tcp", "ompi", "ompi-sm", "ompi-ucx-tcp", "ompi-pt2pt-tcp",
+             "fi-raw-tcp", "fi-raw-shm", "onesided", "onesided-tcp", "onesided-shm"]
 MIB = 1 << 20
 RUN_FILE = re.compile(r"^(?P<name>.+?)(?:\.r(?P<run>\d+))?\.jsonl$")
 
 
 def parse(path):
-    """Returns (header, {(op, size, mode): lat_us}, check) of one file."""
-    header, results, check = {}, {}, None
+    """Returns (header, {(op, size, mode): lat_us}, check, {(op, size, mode): fi_mode})."""
+    header, results, check, fi_modes = {}, {}, None, {}
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -60,9 +68,11 @@ def parse(path):
             elif t == "result":
                 key = (v["op"], int(v["size"]), v["mode"])
                 results[key] = float(v["lat_us"])
+                if "fi_mode" in v:
+                    fi_modes[key] = v["fi_mode"]
             elif t == "check":
                 check = v
-    return header, results, check
+    return header, results, check, fi_modes
 
 
 def fmt(v):
@@ -101,11 +111,14 @@ class System:
         self.name = name
         self.runs = []  # (run, header, check)
         self.cells = {}  # key -> [per-run median]
+        self.fi_modes = {}  # (op, size) -> [fi_rma_raw's best mode per run]
 
-    def add(self, run, header, results, check):
+    def add(self, run, header, results, check, fi_modes):
         self.runs.append((run, header, check))
         for k, v in results.items():
             self.cells.setdefault(k, []).append(v)
+        for (op, size, _m), v in fi_modes.items():
+            self.fi_modes.setdefault((op, size), []).append(v)
 
     def median(self, op, size, mode):
         v = self.cells.get((op, size, mode))
@@ -129,8 +142,8 @@ def load(d):
         if m:
             files.append((m["name"], int(m["run"] or 0), f))
     for name, run, f in sorted(files):
-        header, results, check = parse(os.path.join(d, f))
-        systems.setdefault(name, System(name)).add(run, header, results, check)
+        header, results, check, fi_modes = parse(os.path.join(d, f))
+        systems.setdefault(name, System(name)).add(run, header, results, check, fi_modes)
         label = f"{name} run {run}" if run else name
         err = f[:-6] + ".err"
         if not results:
@@ -142,117 +155,361 @@ def load(d):
     return systems, problems
 
 
-# ---- the targets of issue 5 §3 / §3b -----------------------------------------
+# ---- fi_rma_raw output -> JSON lines ------------------------------------------
 
-def is_lat(op):
-    return op.endswith("_lat")
+FI_OPS = {"acc_bw": "acc_rate"}  # fi_rma_raw name -> onesided-bench name
+FI_OPS_PER_ITER = {"put_bw": 64, "acc_rate": 1024}
+FI_SIZED = ("put_lat", "get_lat", "put_bw")  # the ops fi_rma_raw runs at several sizes
+FI_MODES = {"FI_DELIVERY_COMPLETE": "delivery-complete", "FI_TRANSMIT_COMPLETE": "transmit-complete"}
+KV = re.compile(r"(\w+)=(\S+)")
 
 
-def targets(S):
-    """Yields (section, target, measured, reference, value, limit, kind).
+def parse_size(s):
+    s = s.strip()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:].upper(), 1)
+    return int(s[:-1] if mult > 1 else s) * mult
 
-    kind "time": value = onesided time / reference time, met if <= limit;
-    kind "rate": value = onesided throughput / reference throughput (the
-    inverse time ratio), met if >= limit. measured/reference are µs per op
-    or None (then "not measured")."""
-    def med(name, op, size, mode):
+
+def parse_fi_raw(path):
+    """One fi_rma_raw output file (with the script's "# bvm ..." line).
+
+    Returns {"mode", "provider", "date", "loadavg", "skipped": {op: reason},
+    "results": {(op, size): lat_us}, "check": None | (ok, [checked], why)}.
+    lat_us is fi_rma_raw's median µs per operation: for put_bw per put of
+    the 64, for acc_bw per accumulate of the 1024 (acc_bw is reported as
+    acc_rate, like onesided-bench's: µs per accumulate = 1 / rate_Mops)."""
+    r = {"mode": None, "provider": None, "date": None, "loadavg": None, "skipped": {},
+         "results": {}, "check": None}
+    if not os.path.exists(path):
+        r["mode"] = os.path.basename(path) + " missing"
+        return r
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("# bvm "):
+                m = re.match(r"# bvm mode=(\S+) date=(\S+) loadavg=(.*)$", line)
+                if m:
+                    r["mode"] = r["mode"] or m[1]
+                    r["date"], r["loadavg"] = m[2], m[3].strip()
+            elif line.startswith("# fi_rma_raw "):
+                kv = dict(KV.findall(line))
+                r["provider"] = kv.get("prov")
+                if kv.get("op_flags") in FI_MODES:
+                    r["mode"] = FI_MODES[kv["op_flags"]]
+            elif line.startswith("# skipped "):
+                ops, _, why = line[len("# skipped "):].partition(": ")
+                for op in ops.split(","):
+                    r["skipped"][FI_OPS.get(op, op)] = why
+            elif line.startswith("op="):
+                kv = dict(KV.findall(line))
+                op = FI_OPS.get(kv["op"], kv["op"])
+                r["results"][(op, int(kv["size"]))] = float(kv["lat_us"])
+            elif line.startswith("check="):
+                kv = dict(KV.findall(line))
+                why = line.split(" why=", 1)[1] if " why=" in line else ""
+                checked = [c for c in kv.get("checked", "").split(",") if c and c != "none"]
+                r["check"] = (kv["check"] == "ok", checked, why)
+    return r
+
+
+def fi_raw_to_jsonl(name, paths, sizes=None):
+    """JSON lines (the shape of rma_bench.c's, mode "fi_raw") of one run of
+    fi_rma_raw in several modes (delivery-complete, transmit-complete): per
+    op and size the best (lowest) median of the modes, and which mode it
+    was. sizes (bytes) filters the sized patterns (put_lat, get_lat,
+    put_bw); the atomics are 8-byte only."""
+    runs = [(p, parse_fi_raw(p)) for p in paths]
+    first = runs[0][1] if runs else {}
+    best = {}
+    for _p, r in runs:
+        for k, v in r["results"].items():
+            if sizes and k[0] in FI_SIZED and k[1] not in sizes:
+                continue
+            if k not in best or v < best[k][0]:
+                best[k] = (v, r["mode"])
+    skipped = {}
+    for _p, r in runs:
+        skipped.update(r["skipped"])
+    provs = sorted({r["provider"] for _p, r in runs if r["provider"]})
+    header = {"system": name, "tool": "fi_rma_raw",
+              "provider": provs[0] if len(provs) == 1 else "/".join(provs) or "?",
+              "date": first.get("date") or "?", "loadavg": first.get("loadavg") or "?",
+              "modes": [r["mode"] or os.path.basename(p) for p, r in runs],
+              "skipped": skipped}
+    lines = [{"type": "header", "header": header}]
+    order = {op: i for i, op in enumerate(OP_ORDER)}
+    for (op, size), (lat, mode) in sorted(best.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
+        v = {"type": "result", "op": op, "mode": "fi_raw", "size": size,
+             "ops_per_iter": FI_OPS_PER_ITER.get(op, 1), "lat_us": lat, "fi_mode": mode}
+        if op.endswith("_bw"):
+            v["bw_mbps"] = size / lat
+        if op == "acc_rate":
+            v["rate_mops"] = 1 / lat
+        lines.append(v)
+    checked, failed = 0, []
+    for p, r in runs:
+        label = r["mode"] or os.path.basename(p)
+        if r["check"] is None:
+            failed.append(f"{label}: no check line (see the .err file)")
+            continue
+        ok, items, why = r["check"]
+        checked += len(items)
+        if not ok:
+            failed.append(f"{label}: {why or 'FAIL'}")
+    if not runs:
+        failed.append("no fi_rma_raw output")
+    lines.append({"type": "check", "check": "FAIL" if failed else "ok", "checked": checked,
+                  "failed": failed})
+    return [json.dumps(v, ensure_ascii=False, separators=(",", ":")) for v in lines]
+
+
+# ---- the targets of issue 13 (halo: issue 15) ----------------------------------
+
+INTRA_OPS = ("put_lat", "get_lat", "acc_lat", "fop_lat", "cas_lat", "lock_unlock_lat",
+             "fence_lat", "pscw_lat")
+TCP_OPS = ("put_lat", "get_lat", "fop_lat", "cas_lat", "acc_lat")
+# Cells a reference system skips by design: then the others alone are the reference.
+KNOWN_SKIPS = {("ompi", "cas_lat"): "ompi skips cas_lat (Open MPI 4.1.4 osc/rdma segfaults)"}
+HALO = 1024  # halo_lat's "size": the side of each rank's block
+
+
+def cell_name(op, size):
+    return str(size) if op == "halo_lat" else size_name(size)
+
+
+def mode_of(name):
+    if name.startswith("onesided"):
+        return "onesided"
+    if name.startswith("fi-raw"):
+        return "fi_raw"
+    return "mpi"
+
+
+def read_session(d):
+    """{"start": load, "end": load, "tcp": text, "pt2pt": text} from DIR/session.txt."""
+    info = {}
+    path = os.path.join(d, "session.txt")
+    if not os.path.exists(path):
+        return info
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            m = re.search(r"load average: ([\d.]+),? ([\d.]+),? ([\d.]+)", line)
+            for key in ("start", "end"):
+                if line.startswith(key + ":") and m:
+                    info[key] = f"{m[1]} {m[2]} {m[3]}"
+            if line.startswith("tcp provider:"):
+                info["tcp"] = line.split(":", 1)[1].strip()
+            if line.startswith("ompi-pt2pt-tcp flags:"):
+                info["pt2pt"] = line.split(":", 1)[1].strip()
+    return info
+
+
+class Target:
+    def __init__(self, sec, what, unit, limit, size):
+        self.sec, self.what, self.unit, self.limit, self.size = sec, what, unit, limit, size
+        self.mine = self.ref = self.who = None
+        self.why = None  # why not measured
+        self.note = ""
+
+    def shown(self, lat):
+        """µs per op, or the bandwidth (MB/s) / rate (Mops/s) it means."""
+        if lat is None:
+            return "—"
+        if self.unit == "us":
+            return f"{fmt(lat)} µs"
+        if self.unit == "MB/s":
+            return f"{fmt(self.size / lat)} MB/s"
+        return f"{fmt(1 / lat)} Mops/s"
+
+    def verdict(self):
+        """(ratio onesided / reference in the shown unit or None, verdict)."""
+        if self.why or self.mine is None or not self.ref:
+            return None, "not measured"
+        r = self.mine / self.ref if self.unit == "us" else self.ref / self.mine
+        ok = r <= self.limit if self.unit == "us" else r >= self.limit
+        return r, "met" if ok else "MISSED"
+
+
+def targets(S, session):
+    """The targets of issue 13 (and issue 15's halo step), in order."""
+    def header(name):
         s = S.get(name)
-        return s.median(op, size, mode) if s else None
+        return s.runs[0][1] if s and s.runs else {}
 
-    def keys(name, mode, pred):
+    def mine(t, name, op, size):
         s = S.get(name)
-        if not s:
-            return []
-        ks = {(op, size) for (op, size, m) in s.cells if m == mode and pred(op, size)}
-        return sorted(ks, key=lambda k: (OP_ORDER.index(k[0]) if k[0] in OP_ORDER else 99, k[1]))
+        if s is None:
+            t.why = f"{name} not run"
+            return
+        t.mine = s.median(op, size, "onesided")
+        if t.mine is None:
+            t.why = f"no {name} {op} {cell_name(op, size)}"
 
-    def best(names, op, size):
-        vals = [(med(n, op, size, "mpi"), n) for n in names]
-        vals = [v for v in vals if v[0] is not None]
-        return min(vals) if vals else (None, None)
+    def ref(t, names, op, size):
+        """The fastest of names (all of them must have been run)."""
+        vals, notes, why = [], [], None
+        for n in names:
+            s = S.get(n)
+            if s is None:
+                why = why or f"{n} not run"
+                continue
+            v = s.median(op, size, mode_of(n))
+            if v is not None:
+                vals.append((v, n))
+                continue
+            skipped = header(n).get("skipped", {}).get(op)
+            if (n, op) in KNOWN_SKIPS:
+                notes.append(KNOWN_SKIPS[(n, op)])
+            elif skipped:
+                why = why or f"{n} skipped {op}: {skipped}"
+            else:
+                why = why or f"no {n} {op} {cell_name(op, size)}"
+        if vals and not why:
+            t.ref, t.who = min(vals)
+            if t.who.startswith("fi-raw"):
+                modes = sorted(set(S[t.who].fi_modes.get((op, size), [])))
+                t.who = f"{t.who} on {header(t.who).get('provider', '?')}" + \
+                    (f", faster mode: {'/'.join(modes)}" if modes else "")
+            if notes:
+                t.note = "; ".join(notes) + f": reference {t.who} alone"
+        elif not vals and not why:
+            why = "; ".join(notes) or "no reference"
+        t.why = t.why or why
 
-    # Intra-node, default settings: onesided vs the best of MPICH and Open MPI.
-    sec = "intra"
-    peers = ["mpich", "ompi"]
-    for op, size in keys("onesided", "onesided", lambda o, s: is_lat(o)):
-        ref, who = best(peers, op, size)
-        yield (sec, f"{op} {size_name(size)} ≤ best of MPICH/Open MPI ({who or '—'})",
-               med("onesided", op, size, "onesided"), ref, 1.0, "time")
-    yield (sec, "lock_unlock_lat ≤ 0.5× MPICH", med("onesided", "lock_unlock_lat", 8, "onesided"),
-           med("mpich", "lock_unlock_lat", 8, "mpi"), 0.5, "time")
-    ref, who = best(peers, "put_bw", MIB)
-    yield (sec, f"put_bw 1M bandwidth ≥ 0.9× best ({who or '—'})",
-           med("onesided", "put_bw", MIB, "onesided"), ref, 0.9, "rate")
+    def same_provider(t, a, b):
+        pa, pb = header(a).get("provider"), header(b).get("provider")
+        if not t.why and pa and pb and pa != pb:
+            t.why = f"providers differ: {a} {pa}, {b} {pb}"
 
-    # Network path: onesided-tcp vs its raw floor and MPI over tcp.
-    sec = "tcp"
-    net_ops = ("put_lat", "get_lat", "fop_lat", "cas_lat", "acc_lat")
-    for op, size in keys("onesided-tcp", "onesided", lambda o, s: o in net_ops):
-        yield (sec, f"{op} {size_name(size)} ≤ 1.15× raw",
-               med("onesided-tcp", op, size, "onesided"), med("onesided-tcp", op, size, "raw"),
-               1.15, "time")
-    yield (sec, "put_bw 1M bandwidth ≥ 0.9× raw", med("onesided-tcp", "put_bw", MIB, "onesided"),
-           med("onesided-tcp", "put_bw", MIB, "raw"), 0.9, "rate")
-    for peer in ("mpich-tcp", "ompi-ucx-tcp"):
-        yield (sec, f"lock_unlock_lat ≤ 0.6× {peer}",
-               med("onesided-tcp", "lock_unlock_lat", 8, "onesided"),
-               med(peer, "lock_unlock_lat", 8, "mpi"), 0.6, "time")
-    # Issue 15: the 1024 x 1024 halo step over tcp against the faster MPI
-    # over tcp (derived datatypes on both sides).
-    for op, size in keys("onesided-tcp", "onesided", lambda o, s: o == "halo_lat"):
-        ref, who = best(["mpich-tcp", "ompi-ucx-tcp", "ompi-pt2pt-tcp"], op, size)
-        yield (sec, f"{op} {size_name(size)} ≤ best MPI over tcp ({who or '—'})",
-               med("onesided-tcp", op, size, "onesided"), ref, 1.0, "time")
+    # The provider onesided-tcp ran on, beside every target that uses it.
+    tcp = header("onesided-tcp").get("provider")
+    if not tcp:
+        m = re.search(r"ONESIDED_PROVIDER=(\S+)", session.get("tcp", ""))
+        tcp = f"{m[1]} (set; not run)" if m else "?"
+    out = []
+    # 1. Intra-node, default settings: within 5 % of the faster Open MPI.
+    for op in INTRA_OPS:
+        t = Target("intra", f"{op} 8 ≤ 1.05× faster of ompi, ompi-sm", "us", 1.05, 8)
+        mine(t, "onesided", op, 8)
+        ref(t, ["ompi", "ompi-sm"], op, 8)
+        out.append(t)
+    # 2. tcp: within 30 % of raw libfabric on the same provider.
+    for op in TCP_OPS:
+        t = Target(f"tcp ({tcp})", f"{op} 8 ≤ 1.3× fi_rma_raw (same provider, best of DC/TC)", "us", 1.3, 8)
+        mine(t, "onesided-tcp", op, 8)
+        ref(t, ["fi-raw-tcp"], op, 8)
+        same_provider(t, "onesided-tcp", "fi-raw-tcp")
+        out.append(t)
+    # 3. Batching small operations over tcp, against Open MPI osc/pt2pt.
+    flags = session.get("pt2pt", "MCA flags not recorded")
+    t = Target(f"batch ({tcp})", f"acc_rate 8 ≥ 1.0× ompi-pt2pt-tcp ({flags}), Mops/s", "Mops/s", 1.0, 8)
+    mine(t, "onesided-tcp", "acc_rate", 8)
+    ref(t, ["ompi-pt2pt-tcp"], "acc_rate", 8)
+    out.append(t)
+    t = Target(f"batch ({tcp})", "put_bw 8 ≥ 1.5× ompi-pt2pt-tcp, MB/s", "MB/s", 1.5, 8)
+    mine(t, "onesided-tcp", "put_bw", 8)
+    ref(t, ["ompi-pt2pt-tcp"], "put_bw", 8)
+    out.append(t)
+    # 4. 1 MiB: bandwidth within 10 % of raw libfabric (put_bw; fi_rma_raw has
+    # no get_bw, so get_lat on both sides) and of the best MPI intra-node.
+    for sys, raw, where in (("onesided-tcp", "fi-raw-tcp", f"tcp ({tcp})"),
+                            ("onesided-shm", "fi-raw-shm", "shm provider")):
+        for op, words in (("put_bw", "put_bw 1M"),
+                          ("get_lat", "get_lat 1M (fi_rma_raw has no get_bw)")):
+            t = Target("large", f"{where}: {words} bandwidth ≥ 0.9× fi_rma_raw (best of DC/TC)",
+                       "MB/s", 0.9, MIB)
+            mine(t, sys, op, MIB)
+            ref(t, [raw], op, MIB)
+            same_provider(t, sys, raw)
+            out.append(t)
+    for op in ("put_bw", "get_bw"):
+        t = Target("large", f"intra: {op} 1M bandwidth ≥ 0.9× best of mpich, ompi, ompi-sm",
+                   "MB/s", 0.9, MIB)
+        mine(t, "onesided", op, MIB)
+        ref(t, ["mpich", "ompi", "ompi-sm"], op, MIB)
+        out.append(t)
+    # 5. Issue 15: one step of the 1024 x 1024 halo exchange.
+    t = Target("halo", "intra: halo_lat 1024 ≤ 1.0× faster of mpich, ompi, ompi-sm", "us", 1.0, HALO)
+    mine(t, "onesided", "halo_lat", HALO)
+    ref(t, ["mpich", "ompi", "ompi-sm"], "halo_lat", HALO)
+    out.append(t)
+    t = Target("halo", f"tcp ({tcp}): halo_lat 1024 ≤ 1.0× faster of mpich-tcp, ompi-ucx-tcp", "us", 1.0, HALO)
+    mine(t, "onesided-tcp", "halo_lat", HALO)
+    ref(t, ["mpich-tcp", "ompi-ucx-tcp"], "halo_lat", HALO)
+    out.append(t)
+    return out
 
-    # shm provider: every op against its raw floor.
-    sec = "shm"
-    for op, size in keys("onesided-shm", "onesided", lambda o, s: True):
-        yield (sec, f"{op} {size_name(size)} ≤ 1.15× raw",
-               med("onesided-shm", op, size, "onesided"), med("onesided-shm", op, size, "raw"),
-               1.15, "time")
 
-    # §3b: small operations over tcp against Open MPI osc/pt2pt.
-    sec = "3b"
-    yield (sec, "put_bw 8 bandwidth ≥ Open MPI osc/pt2pt",
-           med("onesided-tcp", "put_bw", 8, "onesided"), med("ompi-pt2pt-tcp", "put_bw", 8, "mpi"),
-           1.0, "rate")
-    yield (sec, "acc_rate ≥ Open MPI osc/pt2pt",
-           med("onesided-tcp", "acc_rate", 8, "onesided"),
-           med("ompi-pt2pt-tcp", "acc_rate", 8, "mpi"), 1.0, "rate")
-
-
-def print_targets(S):
-    print("## Targets (issue 5 §3, §3b)")
+def print_targets(S, session):
+    print("## Targets (issue 13; halo: issue 15)")
     print()
-    print("Sections: intra = column onesided (default settings) against MPICH and Open MPI; "
-          "tcp = column onesided-tcp (ONESIDED_SHM=0 ONESIDED_PROVIDER=tcp) against its raw "
-          "floor and MPI over tcp; shm = column onesided-shm (ONESIDED_SHM=0 "
-          "ONESIDED_PROVIDER=shm) against its raw floor; 3b = onesided-tcp against Open MPI "
-          "osc/pt2pt over tcp (ompi-pt2pt-tcp). value = onesided time / reference time "
-          "(met if ≤ limit) for latency targets, onesided bandwidth or rate / reference's "
-          "(met if ≥ limit) for bandwidth and rate targets; from the medians of the run "
-          "medians.")
+    if "start" in session or "end" in session:
+        print(f"Load (1/5/15-min, session.txt): start {session.get('start', '?')}, "
+              f"end {session.get('end', '?')}.")
+    tcp = S.get("onesided-tcp")
+    used = tcp.runs[0][1].get("provider", "?") if tcp and tcp.runs else "not run"
+    print(f"onesided-tcp provider: {used} (its run's header); script: "
+          f"{session.get('tcp', 'not recorded')}.")
     print()
-    print("| section | target | onesided µs | reference µs | value | limit | verdict |")
+    print("Sections: intra = column onesided (default settings); tcp (onesided-tcp's provider) "
+          "= onesided-tcp against "
+          "fi_rma_raw (fi-raw-tcp) on the same libfabric provider, the faster of its "
+          "delivery-complete and transmit-complete (-t) runs; batch = onesided-tcp against "
+          "Open MPI osc/pt2pt over tcp; large = 1 MiB; halo = issue 15. fi_rma_raw skips the "
+          "atomics its provider lacks (net in libfabric 1.17 has none): those tcp targets are "
+          "then not measured, with the reason, rather than compared against another provider "
+          "(BVM_TCP_PROVIDER=tcp runs both on tcp;ofi_rxm). Latency targets "
+          "compare µs per operation (ratio = onesided / reference, met if ≤ limit), "
+          "bandwidth and rate targets MB/s or Mops/s (ratio = onesided / reference, met if "
+          "≥ limit), from the medians of the run medians. \"faster of\"/\"best of\": every "
+          "listed system must have been run, else the target is not measured.")
+    print()
+    print("| section | target | onesided | reference | ratio | limit | verdict |")
     print("|---|---|---|---|---|---|---|")
     counts = {"met": 0, "MISSED": 0, "not measured": 0}
-    for sec, what, mine, ref, limit, kind in targets(S):
-        if mine is None or not ref:
-            verdict, value = "not measured", "—"
-        else:
-            v = mine / ref if kind == "time" else ref / mine
-            ok = v <= limit if kind == "time" else v >= limit
-            verdict = "met" if ok else "MISSED"
-            value = fmt_ratio(v)
+    for t in targets(S, session):
+        r, verdict = t.verdict()
         counts[verdict] += 1
-        cmp = "≤" if kind == "time" else "≥"
-        print(f"| {sec} | {what} | {fmt(mine)} | {fmt(ref)} | {value} | {cmp} {limit:g} | {verdict} |")
+        cmp = "≤" if t.unit == "us" else "≥"
+        refcell = t.shown(t.ref) + (f" ({t.who})" if t.who else "")
+        if t.note:
+            refcell += f"; {t.note}"
+        v = verdict + (f": {t.why}" if verdict == "not measured" and t.why else "")
+        print(f"| {t.sec} | {t.what} | {t.shown(t.mine)} | {refcell} | "
+              f"{fmt_ratio(r) if r is not None else '—'} | {cmp} {t.limit:g} | {v} |")
     print()
     print(f"targets: {counts['met']} met, {counts['MISSED']} missed, "
           f"{counts['not measured']} not measured")
 
 
+def from_fi_raw(argv):
+    """table.py --from-fi-raw NAME [--sizes LIST] FILE...: JSON lines to stdout."""
+    args = argv[2:]
+    if not args:
+        print("usage: table.py --from-fi-raw NAME [--sizes 8,1K,1M] FILE...", file=sys.stderr)
+        return 2
+    name, args = args[0], args[1:]
+    sizes = None
+    if args[:1] == ["--sizes"] and len(args) >= 2:
+        try:
+            sizes = {parse_size(s) for s in args[1].split(",") if s}
+        except ValueError:
+            print(f"bad --sizes '{args[1]}'", file=sys.stderr)
+            return 2
+        args = args[2:]
+    try:
+        for line in fi_raw_to_jsonl(name, args, sizes):
+            print(line)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"{e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == "--from-fi-raw":
+        return from_fi_raw(argv)
     if len(argv) != 2 or not os.path.isdir(argv[1]):
         print("usage: table.py DIR (with NAME[.rK].jsonl files)", file=sys.stderr)
         return 2
@@ -272,15 +529,16 @@ def main(argv):
             for line in f.read().splitlines():
                 print(f"    {line}")
         print()
-    onesided = [n for n in names if n.startswith("onesided")]
-    mpis = [n for n in names if not n.startswith("onesided")]
+    onesided = [n for n in names if mode_of(n) == "onesided"]
+    mpis = [n for n in names if mode_of(n) == "mpi"]
+    fi_raws = [n for n in names if mode_of(n) == "fi_raw"]
     mpi_net = [n for n in mpis if n.endswith("-tcp")]
 
     rows = sorted(
         {(op, size) for n in names for (op, size, _m) in S[n].cells},
         key=lambda k: (OP_ORDER.index(k[0]) if k[0] in OP_ORDER else 99, k[1]),
     )
-    cols = ["op", "size"] + mpis
+    cols = ["op", "size"] + mpis + fi_raws
     for n in onesided:
         cols += [n, f"{n} raw"]
     if "onesided" in onesided and mpis:
@@ -293,6 +551,7 @@ def main(argv):
     for op, size in rows:
         cells = [op, size_name(size)]
         cells += [S[n].cell(op, size, "mpi") for n in mpis]
+        cells += [S[n].cell(op, size, "fi_raw") for n in fi_raws]
         for n in onesided:
             cells += [S[n].cell(op, size, "onesided"), S[n].cell(op, size, "raw")]
 
@@ -319,7 +578,12 @@ def main(argv):
               "µs per put/get/accumulate). Ratios < 1: onesided is faster.")
     for n in names:
         runs = S[n].runs
-        h0 = runs[0][1]
+        h0 = dict(runs[0][1])
+        if n in fi_raws:
+            h0["provider"] = (f"fi_rma_raw on {h0.get('provider', '?')}, best of "
+                              f"{' and '.join(h0.get('modes', [])) or '?'}")
+            for op, why in sorted(h0.get("skipped", {}).items()):
+                h0["provider"] += f"; skipped {op}: {why}"
         dates = [h.get("date", "?") for _r, h, _c in runs]
         loads = [str(h.get("loadavg", "?")).split(" ")[0] for _r, h, _c in runs]
         checks = [(c or {}).get("check", "missing") for _r, _h, c in runs]
@@ -332,7 +596,7 @@ def main(argv):
                   f"1-min loadavg {' / '.join(loads)}; check {' / '.join(checks)} "
                   f"({' / '.join(nchk)} checks)")
     print()
-    print_targets(S)
+    print_targets(S, read_session(d))
     for p in problems:
         print(f"PROBLEM: {p}")
     return 1 if problems else 0

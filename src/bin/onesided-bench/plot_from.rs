@@ -2,7 +2,8 @@
 //! run, one line (or marker) per system: latency and bandwidth versus size
 //! of put and get, and every pattern at 8 bytes. Reads DIR/NAME[.rK].jsonl
 //! (the files `benches/mpi/table.py` reads; onesided systems contribute
-//! their `onesided` results, MPI systems their `mpi` ones) and plots the
+//! their `onesided` results, raw libfabric (`fi-raw-*`) their `fi_raw`
+//! ones, MPI systems their `mpi` ones) and plots the
 //! median of the per-run medians, as the table does. No `World`: runs
 //! without a launcher.
 
@@ -38,6 +39,9 @@ fn read(dir: &Path) -> Result<Cells, Box<dyn Error>> {
         };
         let want = if system.starts_with("onesided") {
             "onesided"
+        } else if system.starts_with("fi-raw") {
+            // benches/raw/fi_rma_raw.c, converted by table.py --from-fi-raw.
+            "fi_raw"
         } else {
             "mpi"
         };
