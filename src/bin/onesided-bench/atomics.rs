@@ -115,6 +115,34 @@ const RAW_SUM_I64: Atomic = Atomic {
     count: 1,
 };
 
+/// Why the raw form of `op` cannot run on `world`'s back-end (it lacks
+/// the native atomic the pattern calls), or `None` when it can. libfabric's
+/// `net` offers no atomics at all; native verbs only 64-bit integer sum
+/// and compare-and-swap.
+pub fn raw_unavailable(world: &World, op: Op) -> Option<String> {
+    use onesided::transport::AtomicKind;
+    let needs: &[(AtomicOp, Datatype, AtomicKind)] = match op {
+        Op::AccLat | Op::AccRate => &[(AtomicOp::Sum, Datatype::F64, AtomicKind::Update)],
+        Op::FopLat => &[(AtomicOp::Sum, Datatype::I64, AtomicKind::Fetch)],
+        Op::CasLat => &[(AtomicOp::Cswap, Datatype::I64, AtomicKind::Compare)],
+        Op::LockUnlockLat => &[
+            (AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch),
+            (AtomicOp::Cswap, Datatype::U64, AtomicKind::Compare),
+        ],
+        _ => return None,
+    };
+    let caps = world.transport_caps();
+    needs
+        .iter()
+        .find(|(o, d, k)| !caps.atomics.offers(*o, *d, *k))
+        .map(|(o, d, k)| {
+            format!(
+                "back-end {} ({}) offers no native {k:?} {o:?} on {d:?}",
+                caps.backend, caps.name
+            )
+        })
+}
+
 impl<'a, 'w> Atomics<'a, 'w> {
     pub fn new(world: &'w World, win: &'a AtomicWindows<'w>, expect_wrong: bool) -> Self {
         Atomics {

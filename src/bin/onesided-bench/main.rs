@@ -176,6 +176,16 @@ fn origin(
                 if op == Op::HaloLat && mode == Mode::Raw {
                     continue; // no transport-level equivalent of a layout and a fence
                 }
+                if mode == Mode::Raw {
+                    // Every rank decides alike (same back-end), so the
+                    // patterns' barriers stay matched.
+                    if let Some(why) = atomics::raw_unavailable(&world, op) {
+                        if world.rank() == 0 {
+                            eprintln!("{} {size} raw: skipped: {why}", op.name());
+                        }
+                        continue;
+                    }
+                }
                 let label = format!("{} {} {}", op.name(), size, mode.name());
                 o.clear_stamps();
                 if op.atomic() {
