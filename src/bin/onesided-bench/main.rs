@@ -179,7 +179,7 @@ fn origin(
                 if mode == Mode::Raw {
                     // Every rank decides alike (same back-end), so the
                     // patterns' barriers stay matched.
-                    if let Some(why) = atomics::raw_unavailable(&world, op) {
+                    if let Some(why) = atomics::raw_unavailable(world, op) {
                         if world.rank() == 0 {
                             eprintln!("{} {size} raw: skipped: {why}", op.name());
                         }
