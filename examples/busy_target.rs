@@ -46,6 +46,11 @@ fn main() -> onesided::Result<()> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
+    // Optional gap between timed operations (ms): sparse traffic.
+    let gap_ms: f64 = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.0);
     let world = World::init()?;
     assert_eq!(world.size(), 2, "run with -n 2");
     let rank = world.rank();
@@ -81,6 +86,9 @@ fn main() -> onesided::Result<()> {
             gets.push(t.elapsed().as_secs_f64() * 1e6);
             assert_eq!(u64::from_ne_bytes(out), i, "get returned a stale value");
             i += 1;
+            if gap_ms > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(gap_ms / 1e3));
+            }
         }
         println!("[0] put+flush 8 B: {}", percentiles(puts));
         println!("[0] get 8 B:       {}", percentiles(gets));

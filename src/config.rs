@@ -7,6 +7,7 @@
 //! | `ONESIDED_IFACE` | automatic | the libfabric domain (network interface) to use, e.g. `eth0`, `lo`, `ib0`: an error if the provider has no such domain. Unset: `lo` (loopback) when every rank of the job is on this node and the provider has it — a single-machine job listens on no external interface —, else the domain closest to the process |
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
 //! | `ONESIDED_PROGRESS_CPU` | `auto` | where the progress agent thread (`onesided-agent`) runs: `auto` (a whole core near the NIC/domain that the process is not bound to; unpinned when none is free or without topology information), `none` (never pinned), or a CPU list (`3`, `2,3`, `4-7`); see `crate::topology` |
+//! | `ONESIDED_PROGRESS_IDLE_US` | 200 | longest sleep (µs, 200 to 100000) of a *polling* progress agent — on back-ends without a wait object to sleep on: libfabric's net, shm and sockets — once it has served nothing for 20 ms (before that: 200 µs). Measured on net (`examples/busy_target.rs`, 2026-11-28): 200 costs an idle process 7-10 % of a core and the first put+flush after a 30 ms pause to a target computing outside the library 0.4-0.55 ms; 2000 costs 1.2-2.0 % and 1.6-1.7 ms; a stream of operations is served alike (8-13 µs). Back-ends that sleep in the kernel (tcp, verbs) ignore it |
 //! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
 //! | `ONESIDED_MAX_WINDOWS` | 256 | windows alive at once per process (slots of the window directory) |
 //! | `ONESIDED_MAX_ATTACH` | 64 | regions attached at once to one dynamic window per process (entries of its attachment table, 32 bytes each) |
@@ -161,6 +162,8 @@ pub struct Config {
     pub progress: ProgressMode,
     /// `ONESIDED_PROGRESS_CPU`: where the progress agent is pinned.
     pub progress_cpu: crate::topology::ProgressCpu,
+    /// `ONESIDED_PROGRESS_IDLE_US`: longest sleep of a long-idle polling agent.
+    pub progress_idle_sleep: std::time::Duration,
     /// Capacity of the remote-key cache.
     pub rkey_cache: usize,
     /// Directory slots (windows alive at once).
@@ -300,9 +303,11 @@ impl Config {
             })?,
         };
         let secs = number("ONESIDED_TIMEOUT", 60, 0, 1 << 30)?;
+        let idle_us = number("ONESIDED_PROGRESS_IDLE_US", 200, 200, 100_000)?;
         Ok(Config {
             backend,
             progress_cpu,
+            progress_idle_sleep: std::time::Duration::from_micros(idle_us as u64),
             provider: var("ONESIDED_PROVIDER"),
             iface: var("ONESIDED_IFACE"),
             single_node: false,

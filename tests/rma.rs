@@ -511,6 +511,26 @@ fn without_the_progress_agent_a_busy_target_stalls_its_origin() {
     );
 }
 
+/// With the longest idle sleep a polling agent may take
+/// (`ONESIDED_PROGRESS_IDLE_US`, here 20 ms, on net: its agent polls), a
+/// target computing outside the library still serves its origin before it
+/// wakes up.
+#[test]
+fn a_long_idle_sleep_still_serves_a_busy_target() {
+    if common::providers().iter().all(|p| p != "net") {
+        eprintln!("SKIP: net is not in ONESIDED_TEST_PROVIDERS");
+        return;
+    }
+    let env = [("ONESIDED_PROGRESS_IDLE_US", "20000")];
+    common::run_variant(
+        module_path!(),
+        "async_progress_serves_a_busy_target",
+        2,
+        "net",
+        &env,
+    );
+}
+
 /// A program started without any launcher is rank 0 of 1 and every
 /// operation (all to itself) works, on every provider.
 #[test]

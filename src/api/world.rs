@@ -234,7 +234,11 @@ impl World {
         })?;
         let agent = match config.progress {
             ProgressMode::Thread => Some(
-                ProgressAgent::start(transport.clone(), placement.cpus.clone())
+                ProgressAgent::start(
+                    transport.clone(),
+                    placement.cpus.clone(),
+                    config.progress_idle_sleep,
+                )
                     .map_err(|e| Error::io("starting the progress agent", e))?,
             ),
             ProgressMode::Manual => None,
@@ -441,7 +445,11 @@ impl World {
         }
         if let Ok(mut agent) = self.agent.lock() {
             if agent.is_none() {
-                match ProgressAgent::start(self.transport.clone(), None) {
+                match ProgressAgent::start(
+                    self.transport.clone(),
+                    None,
+                    self.config.progress_idle_sleep,
+                ) {
                     Ok(a) => *agent = Some(a),
                     Err(e) => tracing::warn!("no progress agent for the final barrier: {e}"),
                 }
