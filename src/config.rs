@@ -22,7 +22,7 @@
 //! | `ONESIDED_NODE_MAPPING` | from the launcher | overrides which ranks share a node, in `PMI_process_mapping` format (`(vector,(node,nodes,ranks_per_node),...)`); for testing mixed placements on one machine |
 //! | `ONESIDED_AGGREGATE` | `auto` | aggregation of small puts and software-path accumulates into BATCH messages (`docs/op-table.md`): `auto` (on for the tcp and sockets providers, off for shm and verbs), `on`, `off` (also sends strided layout puts block by block, which every other setting batches) |
 //! | `ONESIDED_AGGREGATE_MAX` | 256 | largest put or accumulate (bytes) that is queued; larger ones go out at once |
-//! | `ONESIDED_BATCH_BYTES` | 4072 | payload limit of one BATCH message (64 to 4072) |
+//! | `ONESIDED_BATCH_BYTES` | the back-end's message payload (4072; 8168 over rxm; 65512 on `net`) | payload limit of one BATCH message (64 to 65512; above the back-end's payload it is lowered to it) |
 //! | `ONESIDED_OP_SLOTS` | 16 | slots of a window's operation table (lists of target elements, by rank) |
 //! | `ONESIDED_OP_ELEMENTS` | 4096 | operation elements in the process-global pool |
 //! | `ONESIDED_WIN_OP_ELEMENTS` | 256 | operation elements in each window's local pool |
@@ -100,7 +100,8 @@ pub struct OpConfig {
     pub mode: AggregateMode,
     /// Largest operation queued, in bytes.
     pub max_op: usize,
-    /// Payload limit of one batch.
+    /// Payload limit of one batch (after [`OpConfig::fit`]: at most the
+    /// back-end's message payload).
     pub batch_bytes: usize,
     /// Slots of a window's table.
     pub slots: usize,
@@ -115,8 +116,19 @@ pub struct OpConfig {
 }
 
 impl OpConfig {
+    /// The settings for a back-end whose messages carry `max_payload`
+    /// bytes of active-message payload (`ActiveMessages::max_payload`):
+    /// a batch is at most that long (`ONESIDED_BATCH_BYTES` only lowers
+    /// it), and one operation (a 24-byte entry after the 16-byte batch
+    /// header) must fit an empty batch.
+    pub fn fit(mut self, max_payload: usize) -> OpConfig {
+        self.batch_bytes = self.batch_bytes.min(max_payload).max(64);
+        self.max_op = self.max_op.min(self.batch_bytes - 40);
+        self
+    }
+
     fn from_env() -> Result<OpConfig> {
-        use crate::transport::am::MAX_PAYLOAD;
+        use crate::transport::am::{LARGEST_PAYLOAD, MAX_PAYLOAD};
         let mode = match var("ONESIDED_AGGREGATE").as_deref().map(str::trim) {
             None | Some("auto") => AggregateMode::Auto,
             Some("on" | "1") => AggregateMode::On,
@@ -129,13 +141,12 @@ impl OpConfig {
                 })
             }
         };
-        let batch_bytes = number("ONESIDED_BATCH_BYTES", MAX_PAYLOAD, 64, MAX_PAYLOAD)?;
-        // One operation (a 24-byte entry after the 16-byte batch header)
-        // must fit an empty batch.
-        let room = batch_bytes - 40;
+        // The default is the largest any back-end carries; `fit` lowers it
+        // to the back-end's own once the transport is open.
+        let batch_bytes = number("ONESIDED_BATCH_BYTES", LARGEST_PAYLOAD, 64, LARGEST_PAYLOAD)?;
         Ok(OpConfig {
             mode,
-            max_op: number("ONESIDED_AGGREGATE_MAX", 256, 1, MAX_PAYLOAD)?.min(room),
+            max_op: number("ONESIDED_AGGREGATE_MAX", 256, 1, MAX_PAYLOAD)?,
             batch_bytes,
             slots: number("ONESIDED_OP_SLOTS", 16, 1, 1 << 16)?,
             op_elements: number("ONESIDED_OP_ELEMENTS", 4096, 0, 1 << 24)?,

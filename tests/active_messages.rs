@@ -87,6 +87,17 @@ fn payload(rank: usize, target: usize, k: usize) -> Vec<u8> {
 
 const ROUNDS: usize = 150;
 
+/// Length of the `k`-th one-way message: every tenth fills the back-end's
+/// largest message (`Caps::max_message`: beyond 4 KiB on `net` and rxm),
+/// the others 0 to MAX_PAYLOAD - 1 bytes.
+fn one_way_len(t: &dyn onesided::transport::Transport, k: usize) -> usize {
+    if k % 10 == 9 {
+        am::ActiveMessages::max_payload(t)
+    } else {
+        (k * 13) % MAX_PAYLOAD
+    }
+}
+
 /// Every rank sends ROUNDS requests to every rank (itself included) and
 /// one-way messages to its right neighbour, all at once.
 fn request_reply() {
@@ -123,9 +134,7 @@ fn request_reply() {
             .unwrap();
         }
         let right = (rank + 1) % p;
-        let one: Vec<u8> = (0..(k * 13) % MAX_PAYLOAD)
-            .map(|i| (i + rank) as u8)
-            .collect();
+        let one: Vec<u8> = (0..one_way_len(t, k)).map(|i| (i + rank) as u8).collect();
         am.send(t, right, COUNT, &one).unwrap();
     }
     until(&world, "replies", || {
@@ -142,7 +151,7 @@ fn request_reply() {
         );
     }
     let left = (rank + p - 1) % p;
-    let want_bytes: u64 = (0..ROUNDS).map(|k| ((k * 13) % MAX_PAYLOAD) as u64).sum();
+    let want_bytes: u64 = (0..ROUNDS).map(|k| one_way_len(t, k) as u64).sum();
     until(&world, "one-way messages", || {
         count.messages.load(Ordering::Relaxed) == ROUNDS as u64
     });
@@ -224,9 +233,21 @@ fn hostile() {
         for m in &bad {
             t.send(1, m).unwrap();
         }
-        assert!(t
-            .send(1, &vec![0u8; onesided::transport::MAX_MESSAGE + 1])
-            .is_err());
+        // One byte beyond the receive buffers: refused at the origin with
+        // the limit named, never sent (and truncated) at all.
+        let max = t.caps().max_message;
+        let e = t.send(1, &vec![0u8; max + 1]).unwrap_err().to_string();
+        assert!(e.contains(&format!("1 to {max} bytes")), "{e}");
+        let e = am
+            .send(
+                t,
+                1,
+                COUNT,
+                &vec![0u8; am::ActiveMessages::max_payload(t) + 1],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("payload bytes, at most"), "{e}");
         assert!(t.send(1, &[]).is_err());
         // One at a time: replies from one target may arrive in any order.
         for (i, (kind, bytes)) in [

@@ -10,8 +10,8 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use onesided::transport::am::kind;
-use onesided::{NoOp, Op, Window, World};
+use onesided::transport::am::{self, kind};
+use onesided::{Layout, NoOp, Op, Window, World};
 
 const POOL_VARS: [&str; 4] = [
     "ONESIDED_OP_ELEMENTS",
@@ -295,6 +295,86 @@ spmd_test!(
     aggregate_ordering_with_fetches_and_gets,
     jobs = common::matrix_providers(&[2, 3]),
     ordering
+);
+
+/// Batches as large as the back-end's messages (`Caps::max_message`):
+/// 3000 accumulates and a 4000-block strided put to the right neighbour,
+/// one flush, every element checked at the target. On `net` (64 KiB
+/// messages) a batch carries far more than a 4 KiB message could (more
+/// operations per batch than 8-byte operands fit 4 KiB): the large
+/// messages arrived whole. On every back-end no batch was larger than its
+/// messages (else the send would have failed).
+fn large_batches() {
+    let world = agg_world(None, "software");
+    let (me, p) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    const ACC: usize = 1000;
+    const K: usize = 3000;
+    const BLOCKS: usize = 4000;
+    let n = ACC + 2 * BLOCKS;
+    let mut win = Window::<i64>::allocate(&world, n).expect("allocate");
+    let add = |o: usize, i: usize| (o as i64 + 1) * 1_000_000 + i as i64 * 7;
+    let put = |o: usize, b: usize| -((o as i64 + 1) * 1_000_003 + b as i64);
+    win.lock_all().unwrap();
+    for i in 0..K {
+        win.accumulate(right, i % ACC, &[add(me, i)], Op::Sum)
+            .unwrap();
+    }
+    let column: Vec<i64> = (0..BLOCKS).map(|b| put(me, b)).collect();
+    // Every other element from ACC on: 4000 strided 8-byte blocks.
+    let every_other = Layout::vector(BLOCKS, 1, 2).unwrap();
+    win.put_layout(
+        right,
+        ACC,
+        &every_other,
+        &column,
+        &Layout::contiguous(BLOCKS),
+    )
+    .unwrap();
+    win.flush(right).unwrap();
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    let got = win.local_to_vec().unwrap();
+    for (e, g) in got.iter().enumerate().take(ACC) {
+        let want: i64 = (e..K).step_by(ACC).map(|i| add(left, i)).sum();
+        assert_eq!(*g, want, "rank {me}: accumulated element {e} from {left}");
+    }
+    for b in 0..BLOCKS {
+        assert_eq!(
+            got[ACC + 2 * b],
+            put(left, b),
+            "rank {me}: strided block {b}"
+        );
+        assert_eq!(got[ACC + 2 * b + 1], 0, "rank {me}: gap after block {b}");
+    }
+    let s = world.stats().ops;
+    assert_eq!(s.batches_refused, 0, "{s:?}");
+    assert!(s.ops_applied >= K as u64, "{s:?}");
+    let max_message = world.transport_caps().max_message;
+    if world.provider() == "net" {
+        assert!(max_message > onesided::transport::MAX_MESSAGE);
+    }
+    if max_message > onesided::transport::MAX_MESSAGE {
+        // An accumulate of one i64 is a 32-byte entry (24 bytes before its
+        // operand): a 4 KiB message holds fewer than MAX_PAYLOAD / 32 of
+        // them, so K of them alone took at least K / that many batches
+        // there. Fewer here: larger batches arrived whole.
+        let old_batches = (K / (am::MAX_PAYLOAD / 32)) as u64;
+        assert!(
+            s.batches_applied < old_batches,
+            "{} operations in {} batches: none larger than 4 KiB ({s:?})",
+            s.ops_applied,
+            s.batches_applied
+        );
+    }
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(
+    aggregate_large_batches,
+    jobs = common::matrix_providers(&[2, 3]),
+    large_batches
 );
 
 type Replies = Arc<Mutex<Vec<(usize, Result<Vec<u8>, String>)>>>;

@@ -192,7 +192,12 @@ impl World {
             exposed.clone(),
         ));
         am.register(am::kind::LOCK, lock_handler.clone())?;
-        let ops = Arc::new(crate::protocols::aggregation::Shared::new(config.ops));
+        // Batches as large as the back-end's messages (`Caps::max_message`).
+        let ops = Arc::new(crate::protocols::aggregation::Shared::new(
+            config
+                .ops
+                .fit(ActiveMessages::max_payload(transport.as_ref())),
+        ));
         am.register(
             am::kind::BATCH,
             Arc::new(crate::protocols::aggregation::BatchHandler {

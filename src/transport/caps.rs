@@ -170,6 +170,16 @@ pub struct Caps {
     pub inject_size: usize,
     /// Largest single transfer, in bytes.
     pub max_msg_size: usize,
+    /// Largest message [`crate::transport::Transport::send`] carries, in
+    /// bytes, and the size of each pre-posted receive buffer (so the same
+    /// on every rank of a job, which all run the same back-end): from
+    /// [`crate::transport::MAX_MESSAGE`] to
+    /// [`crate::transport::LARGEST_MESSAGE`]. Chosen per back-end as large
+    /// as the provider sends eagerly, without a rendezvous: messages are
+    /// then fewer where each costs a round of system calls (BATCH messages
+    /// of aggregation are sized from it). The receive pool is
+    /// `RECV_BUFFERS` x this.
+    pub max_message: usize,
     /// Remote ranges one [`crate::transport::Transport::put_scatter`] or
     /// [`crate::transport::Transport::get_gather`] operation carries (the
     /// provider's `rma_iov_limit`); 1 where every range is its own

@@ -54,15 +54,20 @@ pub use inflight::InFlight;
 pub use memory::Memory;
 pub use vocab::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype};
 
-/// Checks the length of a message for [`Transport::send`]: 1 to
-/// [`MAX_MESSAGE`] bytes (every back-end refuses the same ones).
+/// Checks the length of a message for [`Transport::send`]: 1 to `max`
+/// bytes, `max` being the back-end's [`Caps::max_message`] (the size of
+/// the receive buffers every rank of the job posts: a longer message would
+/// not fit the target's buffer, so it is refused here, never truncated).
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] naming the length and `target`.
-pub fn check_message(target: usize, len: usize) -> Result<()> {
-    if len == 0 || len > MAX_MESSAGE {
+/// [`Error::InvalidArgument`] naming the length, the limit and `target`.
+///
+/// [`Error::InvalidArgument`]: crate::error::Error::InvalidArgument
+pub fn check_message(target: usize, len: usize, max: usize) -> Result<()> {
+    if len == 0 || len > max {
         return Err(crate::error::Error::InvalidArgument(format!(
-            "message of {len} bytes to rank {target}: messages hold 1 to {MAX_MESSAGE} bytes"
+            "message of {len} bytes to rank {target}: messages on this back-end hold 1 to \
+             {max} bytes (its receive buffers)"
         )));
     }
     Ok(())
@@ -184,15 +189,22 @@ pub struct TransportStats {
     pub srq_limit_events: u64,
 }
 
-/// Largest message [`Transport::send`] accepts, in bytes, and the size of
-/// each pre-posted receive buffer. Small enough for every provider's eager
-/// protocol here (tcp;ofi_rxm sends up to 16 KiB eagerly, shm 4 KiB
-/// inline), so a message never waits for a rendezvous with a receiver that
-/// has no buffer posted.
+/// The smallest [`Caps::max_message`] of any back-end: a message of at most
+/// this many bytes is accepted everywhere, and every receive buffer is at
+/// least this long. Fixed-size protocol messages (requests, replies, lock
+/// and accumulate segments) stay within it; only messages sized from the
+/// back-end's capability (BATCH messages of aggregation) go beyond it.
+/// Small enough for every provider's eager protocol here (shm sends 4 KiB
+/// inline).
 pub const MAX_MESSAGE: usize = 4096;
 
+/// The largest [`Caps::max_message`] a back-end may declare (the bound of
+/// the checks a receiver makes before it trusts a length).
+pub const LARGEST_MESSAGE: usize = 64 * 1024;
+
 /// Receive buffers each process keeps posted (a constant pool of
-/// `RECV_BUFFERS` x [`MAX_MESSAGE`] bytes).
+/// `RECV_BUFFERS` x [`Caps::max_message`] bytes: 256 KiB at 4 KiB, 4 MiB
+/// at 64 KiB).
 pub const RECV_BUFFERS: usize = 64;
 
 /// What the transport does with a message that arrived.
@@ -204,8 +216,10 @@ pub const RECV_BUFFERS: usize = 64;
 ///   block on the network (it must not wait for completions, post and wait,
 ///   or call [`Transport::progress`]): a receiver that waited could hold the
 ///   buffer the awaited message needs.
-/// * `buf` is the whole receive buffer ([`MAX_MESSAGE`] bytes), the message
-///   its first `len` bytes; nobody else touches it during the call.
+/// * `buf` is the whole receive buffer (at least [`MAX_MESSAGE`] bytes,
+///   the back-end's [`Caps::max_message`]; the in-process back-end hands a
+///   buffer at least as long as the message), the message its first `len`
+///   bytes; nobody else touches it during the call.
 /// * Returning `Some((to, n))` sends `buf[..n]` to rank `to` as a reply,
 ///   without blocking: the buffer is posted again for receiving only once
 ///   that send completed. Replies therefore need no buffer of their own, and
@@ -360,8 +374,8 @@ pub trait Transport: Send + Sync {
         }
         Ok(())
     }
-    /// Sends `bytes` (1 to [`MAX_MESSAGE`]; see [`check_message`]) to one
-    /// of `target`'s pre-posted receive buffers; returns when `bytes` may be
+    /// Sends `bytes` (1 to [`Caps::max_message`]; see [`check_message`])
+    /// to one of `target`'s pre-posted receive buffers; returns when `bytes` may be
     /// reused. The receiver's [`Receiver`] sees the message when its CQ is
     /// read.
     fn send(&self, target: usize, bytes: &[u8]) -> Result<()>;

@@ -16,12 +16,19 @@
 //! [`Header::decode`] checks every field against the bytes actually
 //! received before anything else looks at the message.
 
-use crate::transport::MAX_MESSAGE;
+use crate::transport::{LARGEST_MESSAGE, MAX_MESSAGE};
 
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = 24;
-/// Largest payload of one message.
+/// Largest payload of a message every back-end carries (a
+/// [`crate::transport::MAX_MESSAGE`] message), and of every reply: what
+/// fixed-size protocol messages are sized for. A one-way message or a
+/// request may carry up to the back-end's `Caps::max_message` less the
+/// header ([`super::ActiveMessages::max_payload`]).
 pub const MAX_PAYLOAD: usize = MAX_MESSAGE - HEADER_BYTES;
+/// Largest payload of a message on any back-end
+/// ([`crate::transport::LARGEST_MESSAGE`] less the header).
+pub const LARGEST_PAYLOAD: usize = LARGEST_MESSAGE - HEADER_BYTES;
 /// Wire version.
 pub const VERSION: u8 = 1;
 const MAGIC: u16 = 0x6d61;
@@ -90,9 +97,9 @@ impl Header {
                 msg.len()
             ));
         }
-        if msg.len() > MAX_MESSAGE {
+        if msg.len() > LARGEST_MESSAGE {
             return Err(format!(
-                "message of {} bytes exceeds {MAX_MESSAGE}",
+                "message of {} bytes exceeds {LARGEST_MESSAGE}",
                 msg.len()
             ));
         }
@@ -223,12 +230,17 @@ mod tests {
             ..sample()
         };
         assert!(Header::decode(&msg(&one, b"hello")).is_err());
-        // Oversized.
+        // Oversized for every back-end; large for some is fine.
         let big = Header {
-            len: MAX_PAYLOAD as u32 + 1,
+            len: LARGEST_PAYLOAD as u32 + 1,
             ..sample()
         };
-        assert!(Header::decode(&msg(&big, &vec![0; MAX_PAYLOAD + 1])).is_err());
+        assert!(Header::decode(&msg(&big, &vec![0; LARGEST_PAYLOAD + 1])).is_err());
+        let large = Header {
+            len: LARGEST_PAYLOAD as u32,
+            ..sample()
+        };
+        assert!(Header::decode(&msg(&large, &vec![0; LARGEST_PAYLOAD])).is_ok());
     }
 
     fn class() -> impl Strategy<Value = Class> {

@@ -3,7 +3,11 @@
 //!
 //! See `docs/active-messages.md` for the design. In short:
 //!
-//! * A message is a 24-byte [`Header`] and at most [`MAX_PAYLOAD`] bytes.
+//! * A message is a 24-byte [`Header`] and a payload: a request or a
+//!   one-way message up to the back-end's `Caps::max_message` less the
+//!   header ([`ActiveMessages::max_payload`]: 4072 bytes on most
+//!   back-ends, 65512 on libfabric's `net`), a reply up to [`MAX_PAYLOAD`]
+//!   bytes (every back-end's buffers hold it).
 //! * **Who runs handlers.** Whoever reads the completion queue: the
 //!   progress agent, or an application thread waiting inside the library.
 //!   Two handlers (of the same or different kinds) may therefore run at the
@@ -37,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-pub use header::{Class, Header, HEADER_BYTES, MAX_PAYLOAD};
+pub use header::{Class, Header, HEADER_BYTES, LARGEST_PAYLOAD, MAX_PAYLOAD};
 pub use pending::{NoReply, OnReply, CREDITS};
 
 use super::{Receiver, Transport};
@@ -160,11 +164,30 @@ impl ActiveMessages {
         }
     }
 
-    fn message(&self, class: Class, kind: u8, token: u64, payload: &[u8]) -> Result<Vec<u8>> {
-        if payload.len() > MAX_PAYLOAD {
+    /// The largest payload of a one-way message or request on `t`: its
+    /// `Caps::max_message` less the header (at least [`MAX_PAYLOAD`]).
+    pub fn max_payload(t: &dyn Transport) -> usize {
+        t.caps()
+            .max_message
+            .clamp(super::MAX_MESSAGE, super::LARGEST_MESSAGE)
+            - HEADER_BYTES
+    }
+
+    fn message(
+        &self,
+        t: &dyn Transport,
+        class: Class,
+        kind: u8,
+        token: u64,
+        payload: &[u8],
+    ) -> Result<Vec<u8>> {
+        let max = Self::max_payload(t);
+        if payload.len() > max {
             return Err(Error::InvalidArgument(format!(
-                "active message of kind {kind}: {} payload bytes, at most {MAX_PAYLOAD}",
-                payload.len()
+                "active message of kind {kind}: {} payload bytes, at most {max} on this \
+                 back-end ({})",
+                payload.len(),
+                t.caps().name
             )));
         }
         let mut m = vec![0u8; HEADER_BYTES + payload.len()];
@@ -195,7 +218,7 @@ impl ActiveMessages {
 
     /// Sends a one-way message; returns when `payload` may be reused.
     pub fn send(&self, t: &dyn Transport, target: usize, kind: u8, payload: &[u8]) -> Result<()> {
-        let m = self.message(Class::OneWay, kind, 0, payload)?;
+        let m = self.message(t, Class::OneWay, kind, 0, payload)?;
         self.reach(t, target)?;
         t.send(target, &m)
     }
@@ -213,7 +236,7 @@ impl ActiveMessages {
         on_reply: OnReply,
     ) -> Result<()> {
         // Validate the size before taking a credit.
-        self.message(Class::Request, kind, 1, payload)?;
+        self.message(t, Class::Request, kind, 1, payload)?;
         self.reach(t, target)?;
         let what = || {
             format!(
@@ -231,7 +254,7 @@ impl ActiveMessages {
             t.progress()?;
             wait.step()?;
         };
-        let m = self.message(Class::Request, kind, token, payload)?;
+        let m = self.message(t, Class::Request, kind, token, payload)?;
         // The reply proves delivery: the send is not waited for. If it fails
         // later, the request's slot is taken back and its `on_reply` learns
         // why (unless a reply already took it).
@@ -345,10 +368,11 @@ impl Receiver for ActiveMessages {
                 };
                 self.handled.fetch_add(1, Ordering::Relaxed);
                 // The reply is written where the request was: hand the
-                // handler a copy of the payload.
-                let mut copy = [0u8; MAX_PAYLOAD];
-                let payload = &mut copy[..h.len as usize];
-                payload.copy_from_slice(&buf[HEADER_BYTES..payload_end]);
+                // handler a copy of the payload, of its own length (a
+                // request may be larger than MAX_PAYLOAD where the
+                // back-end's buffers are).
+                let copy = buf[HEADER_BYTES..payload_end].to_vec();
+                let payload = copy.as_slice();
                 let out = &mut buf[HEADER_BYTES..HEADER_BYTES + MAX_PAYLOAD];
                 match handler.handle(from, payload, Some(out)) {
                     Ok(n) if n <= MAX_PAYLOAD => {

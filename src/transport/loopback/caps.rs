@@ -8,11 +8,12 @@
 //! | `batch_small` | false | an operation is a memory copy: nothing to amortize (`ONESIDED_AGGREGATE=on` still batches, for testing) |
 //! | `completion` | acknowledged | a completed write is in the target's memory |
 //! | `ordered_atomic_raw`, `atomic_order` | true, all | one origin's operations run in issue order (`cq.rs`) |
+//! | `max_message` | 64 KiB (`LARGEST_MESSAGE`) | a message is a copy into the target's inbox; no posted buffers to bound |
 //! | `mr` | offsets, chosen keys, no local registration | keys are table entries; any local buffer can be copied |
 
 use crate::transport::{
     cpu_atomic, AtomicKind, AtomicOp, AtomicOrder, AtomicTable, Caps, MrCaps, RemoteCompletion,
-    MAX_MESSAGE,
+    LARGEST_MESSAGE, MAX_MESSAGE,
 };
 
 /// Elements of one atomic call (larger calls are split by the caller).
@@ -37,6 +38,10 @@ pub(super) fn caps(id: u64, size: usize) -> Caps {
         inject_size: MAX_MESSAGE,
         rma_ranges: 1,
         max_msg_size: MAX_TRANSFER,
+        // A message is a copy into the target's inbox: no receive buffers
+        // to bound, so the largest size any back-end declares (exercises
+        // large batches in-process).
+        max_message: LARGEST_MESSAGE,
         completion: RemoteCompletion::Acknowledged,
         // A bad key is an error returned to the origin; nothing breaks.
         remote_errors_break_connection: false,

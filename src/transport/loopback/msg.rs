@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 
 use super::LoopbackTransport;
 use crate::error::{Error, Result};
-use crate::transport::MAX_MESSAGE;
+use crate::transport::{LARGEST_MESSAGE, MAX_MESSAGE};
 
 /// A message in an inbox.
 pub(super) struct Message {
@@ -43,7 +43,7 @@ fn deliver(t: &LoopbackTransport, target: usize, bytes: &[u8]) -> Result<()> {
 
 /// [`crate::transport::Transport::send`].
 pub(super) fn send(t: &LoopbackTransport, target: usize, bytes: &[u8]) -> Result<()> {
-    crate::transport::check_message(target, bytes.len())?;
+    crate::transport::check_message(target, bytes.len(), LARGEST_MESSAGE)?;
     t.connected(target)?;
     t.queue.then(t, || deliver(t, target, bytes))
 }
@@ -71,16 +71,18 @@ pub(super) fn serve(t: &LoopbackTransport) -> usize {
             t.counters.dropped.fetch_add(1, Ordering::Relaxed);
             continue;
         };
-        if buf.is_empty() {
-            buf = vec![0u8; MAX_MESSAGE];
+        // At least MAX_MESSAGE (room for a reply), and as long as the
+        // message (`send` refused any beyond LARGEST_MESSAGE).
+        let len = m.bytes.len();
+        if buf.len() < len.max(MAX_MESSAGE) {
+            buf = vec![0u8; len.max(MAX_MESSAGE)];
         }
-        let len = m.bytes.len().min(MAX_MESSAGE);
-        buf[..len].copy_from_slice(&m.bytes[..len]);
+        buf[..len].copy_from_slice(&m.bytes);
         t.counters.received.fetch_add(1, Ordering::Relaxed);
         let Some((to, reply)) = receiver.receive(&mut buf, len) else {
             continue;
         };
-        let sent = if reply > MAX_MESSAGE {
+        let sent = if reply > buf.len() {
             Err(Error::InvalidArgument(format!(
                 "a reply of {reply} bytes to rank {to} (message from rank {})",
                 m.from

@@ -1,8 +1,12 @@
 //! Messages (`FI_MSG`): a constant pool of pre-posted receive buffers,
 //! bounded sends, and replies built in place.
 //!
-//! Every process posts [`RECV_BUFFERS`] buffers of [`MAX_MESSAGE`] bytes on
-//! its endpoint at start-up. A buffer cycles through three states, each
+//! Every process posts [`RECV_BUFFERS`] buffers of the provider's
+//! `Caps::max_message` bytes (4 KiB, 8 KiB over rxm, 64 KiB on `net`:
+//! `caps::max_message`) on its endpoint at start-up. A longer message is
+//! refused by the sender ([`crate::transport::check_message`]); one that
+//! arrives longer anyway (a peer with another setting) completes with an
+//! error and is dropped and counted, never handed over truncated. A buffer cycles through three states, each
 //! owned by exactly one party:
 //!
 //! 1. *posted*: the provider may write it; its context is in the op table
@@ -35,7 +39,7 @@ use super::mr::LocalMr;
 use super::waiting::{post_retry, wait, Trackers};
 use super::OfiTransport;
 use crate::error::Result;
-use crate::transport::{Completion, Memory, Receiver, MAX_MESSAGE, RECV_BUFFERS};
+use crate::transport::{Completion, Memory, Receiver, RECV_BUFFERS};
 
 /// What a message context is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +65,8 @@ pub struct Messages {
     // Registration (FI_MR_LOCAL only) before the memory it covers.
     mr: Option<LocalMr>,
     mem: Memory<'static>,
+    /// Bytes of each buffer (`Caps::max_message`).
+    size: usize,
     receiver: RwLock<Option<Arc<dyn Receiver>>>,
     retry: Mutex<Vec<Retry>>,
     retries: AtomicUsize,
@@ -77,7 +83,8 @@ impl Messages {
     /// Allocates (and under `FI_MR_LOCAL` registers) the pool; nothing is
     /// posted yet (see [`post_all`]).
     pub fn new(t: &OfiTransport) -> Result<Messages> {
-        let mem = Memory::allocate(RECV_BUFFERS * MAX_MESSAGE)?;
+        let size = t.caps.max_message;
+        let mem = Memory::allocate(RECV_BUFFERS * size)?;
         let mr = if t.props.mr_local {
             Some(LocalMr::register(
                 t,
@@ -91,6 +98,7 @@ impl Messages {
         Ok(Messages {
             mr,
             mem,
+            size,
             receiver: RwLock::new(None),
             retry: Mutex::new(Vec::with_capacity(RECV_BUFFERS)),
             retries: AtomicUsize::new(0),
@@ -104,7 +112,7 @@ impl Messages {
     }
 
     fn ptr(&self, i: usize) -> *mut u8 {
-        self.mem.as_ptr().wrapping_add(i * MAX_MESSAGE)
+        self.mem.as_ptr().wrapping_add(i * self.size)
     }
 
     fn desc(&self) -> *mut std::os::raw::c_void {
@@ -172,14 +180,14 @@ fn repost(t: &OfiTransport, m: &Messages, i: usize) {
     if token.is_null() {
         return;
     }
-    // SAFETY: live endpoint; buffer i (MAX_MESSAGE bytes inside the pool,
+    // SAFETY: live endpoint; buffer i (m.size bytes inside the pool,
     // which outlives the endpoint) is owned by this post until its
     // completion is read; token is an op-table token.
     let rc = unsafe {
         fi::fi_recv(
             t.ep.as_ptr(),
             m.ptr(i).cast(),
-            MAX_MESSAGE,
+            m.size,
             m.desc(),
             fi::FI_ADDR_UNSPEC,
             token,
@@ -268,7 +276,7 @@ pub fn completed(t: &OfiTransport, ctx: OpContext, role: MsgRole, len: usize, ok
     released(m, &ctx);
     match role {
         MsgRole::Reply(i) => repost(t, m, i),
-        MsgRole::Recv(i) if !ok || len > MAX_MESSAGE => {
+        MsgRole::Recv(i) if !ok || len > m.size => {
             m.dropped.fetch_add(1, Ordering::Relaxed);
             repost(t, m, i);
         }
@@ -282,7 +290,7 @@ pub fn completed(t: &OfiTransport, ctx: OpContext, role: MsgRole, len: usize, ok
             // SAFETY: buffer i lies inside the pool; its receive completed,
             // so the provider no longer writes it, and it is posted again
             // only after this call (or its reply): this thread owns it.
-            let buf = unsafe { std::slice::from_raw_parts_mut(m.ptr(i), MAX_MESSAGE) };
+            let buf = unsafe { std::slice::from_raw_parts_mut(m.ptr(i), m.size) };
             match r.receive(buf, len) {
                 None => repost(t, m, i),
                 Some((to, n)) => {
@@ -290,7 +298,7 @@ pub fn completed(t: &OfiTransport, ctx: OpContext, role: MsgRole, len: usize, ok
                         .peer(to)
                         .or_else(|_| r.resolve(to).and_then(|_| t.peer(to)));
                     match addr {
-                        Ok(a) => post_reply(t, m, i, a, n.min(MAX_MESSAGE)),
+                        Ok(a) => post_reply(t, m, i, a, n.min(m.size)),
                         Err(e) => {
                             m.dropped.fetch_add(1, Ordering::Relaxed);
                             tracing::warn!("cannot reply to rank {to}: {e}");
@@ -303,7 +311,7 @@ pub fn completed(t: &OfiTransport, ctx: OpContext, role: MsgRole, len: usize, ok
     }
 }
 
-/// Blocking send of at most [`MAX_MESSAGE`] bytes.
+/// Blocking send of at most `Caps::max_message` bytes.
 pub fn send(t: &OfiTransport, target: usize, bytes: &[u8]) -> Result<()> {
     let done = Arc::new(Completion::new());
     let len = bytes.len();
@@ -316,7 +324,7 @@ pub fn send(t: &OfiTransport, target: usize, bytes: &[u8]) -> Result<()> {
     waited
 }
 
-/// Posts a send of at most [`MAX_MESSAGE`] bytes and returns; `failed`
+/// Posts a send of at most `Caps::max_message` bytes and returns; `failed`
 /// runs if it fails later (`Transport::send_posted`).
 pub fn send_posted(
     t: &OfiTransport,
@@ -338,7 +346,7 @@ fn post(
     done: &Arc<Completion>,
     failed: Option<crate::transport::SendFailed>,
 ) -> Result<bool> {
-    crate::transport::check_message(target, bytes.len())?;
+    crate::transport::check_message(target, bytes.len(), t.caps.max_message)?;
     t.ensure_alive()?;
     let fi_addr = t.peer(target)?;
     let count = || {

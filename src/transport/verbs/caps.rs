@@ -49,6 +49,10 @@ pub fn caps(device: &DeviceInfo, port: u8, max_inline: usize, max_msg: usize) ->
         // A verbs WR writes or reads one remote range.
         rma_ranges: 1,
         max_msg_size: max_msg,
+        // The SRQ's buffers: RECV_BUFFERS x 4 KiB = 256 KiB of registered
+        // memory per process, kept small (a NIC sends a message of any size
+        // without a software rendezvous; the bound is memory, not speed).
+        max_message: crate::transport::MAX_MESSAGE,
         completion: RemoteCompletion::Acknowledged,
         // A remote access error moves the queue pair to the error state;
         // the pair is re-created on the next contact (generations).

@@ -494,7 +494,8 @@ impl VerbsTransport {
         sink: Sink,
         on_fail: Option<crate::transport::SendFailed>,
     ) -> Result<()> {
-        crate::transport::check_message(target, bytes.len())?;
+        // The SRQ's buffers are MAX_MESSAGE bytes (`Caps::max_message`).
+        crate::transport::check_message(target, bytes.len(), MAX_MESSAGE)?;
         let (qp, generation) = self.qp_for(target)?;
         let slot = self.take_slot()?;
         self.staging.fill(slot, bytes)?;
