@@ -368,11 +368,20 @@ impl Receiver for ActiveMessages {
                 };
                 self.handled.fetch_add(1, Ordering::Relaxed);
                 // The reply is written where the request was: hand the
-                // handler a copy of the payload, of its own length (a
-                // request may be larger than MAX_PAYLOAD where the
+                // handler a copy of the payload, on the stack up to
+                // MAX_PAYLOAD (no allocation on the usual path), on the
+                // heap beyond (a request may be larger where the
                 // back-end's buffers are).
-                let copy = buf[HEADER_BYTES..payload_end].to_vec();
-                let payload = copy.as_slice();
+                let request = &buf[HEADER_BYTES..payload_end];
+                let mut small = [0u8; MAX_PAYLOAD];
+                let large: Vec<u8>;
+                let payload: &[u8] = if request.len() <= MAX_PAYLOAD {
+                    small[..request.len()].copy_from_slice(request);
+                    &small[..request.len()]
+                } else {
+                    large = request.to_vec();
+                    &large
+                };
                 let out = &mut buf[HEADER_BYTES..HEADER_BYTES + MAX_PAYLOAD];
                 match handler.handle(from, payload, Some(out)) {
                     Ok(n) if n <= MAX_PAYLOAD => {
