@@ -354,7 +354,21 @@ fn large_batches() {
     if world.provider() == "net" {
         assert!(max_message > onesided::transport::MAX_MESSAGE);
     }
-    if max_message > onesided::transport::MAX_MESSAGE {
+    // Pools shrunk by the environment (scripts/test-tiny.sh sets every
+    // pool to 1 or 2 elements) bound a batch by its elements, not by the
+    // message size: the count below then says nothing.
+    let pools_shrunk = [
+        "ONESIDED_OP_ELEMENTS",
+        "ONESIDED_WIN_OP_ELEMENTS",
+        "ONESIDED_BATCH_BYTES",
+    ]
+    .iter()
+    .find(|v| std::env::var_os(v).is_some());
+    if let Some(v) = pools_shrunk {
+        if me == 0 {
+            eprintln!("large_batches: batch count not checked: {v} is set");
+        }
+    } else if max_message > onesided::transport::MAX_MESSAGE {
         // An accumulate of one i64 is a 32-byte entry (24 bytes before its
         // operand): a 4 KiB message holds fewer than MAX_PAYLOAD / 32 of
         // them, so K of them alone took at least K / that many batches
