@@ -1246,3 +1246,58 @@ fn no_locks_opens_no_lock_queue() {
         });
     }
 }
+
+/// Issue 13, on the in-process back-end: `lock_all`, one put to rank P−1
+/// and `unlock_all` at rank 0 contact exactly one new peer, and the epoch's
+/// remote operations are the same at 4 and 8 ranks, on both lock paths.
+#[test]
+fn lock_all_per_target() {
+    for lock in [LockMode::Hardware, LockMode::Software] {
+        let mut counts = Vec::new();
+        for ranks in [4usize, 8] {
+            let mut c = config(Mode::Native);
+            c.lock = lock;
+            let got = run_with(c, ranks, &format!("lock_all per target ({lock:?})"), |w| {
+                let mut win = Window::<u64>::allocate(w, 4)?;
+                w.barrier()?;
+                let (me, p) = (w.rank(), w.size());
+                let mut seen = None;
+                if me == 0 {
+                    let before = w.stats();
+                    win.lock_all()?;
+                    win.put(p - 1, 1, &[500 + p as u64])?;
+                    win.unlock_all()?;
+                    let after = w.stats();
+                    let ops = |s: &onesided::WorldStats| {
+                        s.transport.sends
+                            + s.transport.writes
+                            + s.transport.reads
+                            + s.transport.atomics
+                    };
+                    seen = Some((
+                        after.peers_contacted - before.peers_contacted,
+                        ops(&after) - ops(&before),
+                    ));
+                }
+                w.barrier()?;
+                if me == p - 1 {
+                    assert_eq!(win.local_to_vec()?[1], 500 + p as u64, "the put landed");
+                }
+                w.barrier()?;
+                win.free()?;
+                Ok(seen)
+            });
+            let (peers, ops) = got[0].expect("rank 0 measured");
+            assert_eq!(peers, 1, "{lock:?}, {ranks} ranks: new peers contacted");
+            counts.push(ops);
+        }
+        assert_eq!(
+            counts[0], counts[1],
+            "{lock:?}: remote operations at 4 and 8 ranks"
+        );
+        println!(
+            "lock_all per target ({lock:?}): 1 new peer, {} remote operations",
+            counts[0]
+        );
+    }
+}

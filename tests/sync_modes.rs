@@ -162,6 +162,58 @@ fn lock_all_excludes_then_lock() {
     win.free().expect("free");
 }
 
+/// The deadlock that lazy per-target locking invites, which `lock_all`
+/// must avoid (docs/semantics.md, "lock_all locks per target"): rank 0,
+/// inside `lock_all`, holds rank 2's shared lock (a put) and then accesses
+/// rank 1, which rank 1 holds exclusively while it asks for rank 2
+/// exclusively (two locks in ascending order, a legal program). Rank 0
+/// gives back rank 2 before waiting, so both finish; its read of rank 1
+/// comes after rank 1's exclusive epoch and sees its write, and its own
+/// put to rank 2 was complete before rank 1's epoch read it.
+fn lock_all_retreats() {
+    let world = World::init().expect("init");
+    let rank = world.rank();
+    let mut win = Window::<u64>::allocate(&world, 2).expect("allocate");
+    if rank == 1 {
+        win.lock(1, LockType::Exclusive, Assert::NONE)
+            .expect("lock 1");
+        // A lazy (software-path) lock is acquired by the first operation.
+        win.put(1, 0, &[11]).expect("put to 1");
+        win.flush(1).expect("flush 1");
+    }
+    if rank == 0 {
+        win.lock_all().expect("lock_all");
+        win.put(2, 0, &[22]).expect("put to 2");
+        win.flush(2).expect("flush 2");
+    }
+    world.barrier().expect("barrier");
+    match rank {
+        0 => {
+            let mut v = [0u64];
+            win.get(1, 0, &mut v).expect("get from 1 inside lock_all");
+            win.unlock_all().expect("unlock_all");
+            assert_eq!(v[0], 11, "the read came after rank 1's exclusive epoch");
+        }
+        1 => {
+            win.lock(2, LockType::Exclusive, Assert::NONE)
+                .expect("lock 2");
+            let mut v = [0u64];
+            win.get(2, 0, &mut v).expect("get from 2");
+            assert_eq!(v[0], 22, "rank 0's put was complete before it let go");
+            win.put(2, 1, &[33]).expect("put to 2");
+            win.unlock(2).expect("unlock 2");
+            win.unlock(1).expect("unlock 1");
+        }
+        _ => {}
+    }
+    world.barrier().expect("barrier");
+    if rank == 2 {
+        assert_eq!(win.local_to_vec().expect("read"), vec![22, 33]);
+    }
+    world.barrier().expect("barrier");
+    win.free().expect("free");
+}
+
 /// Rank 0 writes a pair of words of the last rank under an exclusive lock,
 /// one word at a time with a flush between; the others read the pair inside
 /// `lock_all` and must never see it torn.
@@ -364,6 +416,7 @@ fn pscw_misuse() {
 
 spmd_test!(fence_assertions_skip_work, &[2, 4], fence_assertions);
 spmd_test!(lock_all_excludes_exclusive_lock, &[2, 3], lock_all_excludes);
+spmd_test!(lock_all_gives_back_before_waiting, &[3], lock_all_retreats);
 spmd_test!(
     lock_all_holds_off_exclusive_lock,
     &[2, 3],
@@ -400,7 +453,102 @@ fn software_lock_variants() {
             ("lock_all_excludes_exclusive_lock", 3),
             ("lock_all_holds_off_exclusive_lock", 3),
             ("lock_all_readers_see_no_torn_pair", 4),
+            ("lock_all_gives_back_before_waiting", 3),
         ],
         &[("ONESIDED_LOCK", "software")],
     );
+}
+
+/// Remote operations a process posted: messages, RMA writes and reads,
+/// atomics (what `lock_all` per target keeps independent of the job size).
+fn remote_ops(s: &onesided::WorldStats) -> u64 {
+    let t = &s.transport;
+    t.sends + t.writes + t.reads + t.atomics
+}
+
+/// `lock_all` + one put to the last rank + `unlock_all` at rank 0: the
+/// epoch contacts that rank alone (`peers_contacted` + 1: rank 0 had
+/// contacted only its barrier partners 1, 2, 4, …) and the put lands. Prints
+/// the epoch's remote operations for `lock_all_per_target` to compare
+/// across job sizes.
+fn lock_all_one_target() {
+    let world = World::init().unwrap();
+    let (me, p) = (world.rank(), world.size());
+    let mut win = Window::<u64>::allocate(&world, 4).unwrap();
+    world.barrier().unwrap();
+    if me == 0 {
+        let last = p - 1;
+        let before = world.stats();
+        win.lock_all().unwrap();
+        win.put(last, 1, &[1000 + p as u64]).unwrap();
+        win.unlock_all().unwrap();
+        let after = world.stats();
+        let new_peers = after.peers_contacted - before.peers_contacted;
+        assert_eq!(
+            new_peers, 1,
+            "lock_all + put to rank {last} + unlock_all contacted {new_peers} new peers \
+             ({} -> {})",
+            before.peers_contacted, after.peers_contacted
+        );
+        println!(
+            "LOCK-ALL-EPOCH ranks={p} peers={}->{} remote_ops={}",
+            before.peers_contacted,
+            after.peers_contacted,
+            remote_ops(&after) - remote_ops(&before)
+        );
+    }
+    world.barrier().unwrap();
+    if me == p - 1 {
+        assert_eq!(win.local_to_vec().unwrap()[1], 1000 + p as u64);
+    }
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+spmd_test!(
+    lock_all_one_target_4,
+    jobs = common::matrix_one_provider(&[4]),
+    lock_all_one_target
+);
+
+/// Issue 13: at 4 and 8 ranks, over tcp with `ONESIDED_SHM=0`, on both
+/// lock paths, `lock_all` + one put to rank P−1 + `unlock_all` contacts
+/// exactly one new peer and posts the same number of remote operations.
+#[test]
+fn lock_all_per_target() {
+    if common::is_child(&common::test_name(module_path!(), "lock_all_per_target")) {
+        return;
+    }
+    let name = common::test_name(module_path!(), "lock_all_one_target_4");
+    for lock in ["software", "hardware"] {
+        let mut counts = Vec::new();
+        for p in [4usize, 8] {
+            let mut cmd = common::onesided_run_command(&name, p, &[]);
+            common::select_provider(&mut cmd, "tcp");
+            cmd.env("ONESIDED_SHM", "0").env("ONESIDED_LOCK", lock);
+            let out = common::run_with_limit(cmd, common::job_timeout());
+            let passed = out.stdout.matches("test result: ok. 1 passed").count();
+            assert!(
+                out.status.is_some_and(|s| s.success()) && passed == p,
+                "ONESIDED_LOCK={lock}, {p} ranks: {passed} of {p} passed\n{}",
+                out.tail(40)
+            );
+            let line = out
+                .stdout
+                .lines()
+                .find(|l| l.contains("LOCK-ALL-EPOCH"))
+                .unwrap_or_else(|| panic!("no LOCK-ALL-EPOCH line\n{}", out.tail(40)))
+                .to_string();
+            eprintln!("[lock_all_per_target] ONESIDED_LOCK={lock}: {line}");
+            let ops: u64 = line
+                .rsplit("remote_ops=")
+                .next()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("unparsable: {line}"));
+            counts.push(ops);
+        }
+        assert_eq!(
+            counts[0], counts[1],
+            "ONESIDED_LOCK={lock}: remote operations at 4 and 8 ranks differ: {counts:?}"
+        );
+    }
 }

@@ -241,18 +241,6 @@ impl GroupState {
     pub(crate) fn world_rank(&self, r: usize) -> usize {
         self.members[r]
     }
-
-    /// The members' world ranks below `limit`, ascending.
-    pub(crate) fn members_below(&self, limit: usize) -> impl DoubleEndedIterator<Item = usize> + '_ {
-        let i = self.by_world.partition_point(|&(w, _)| w < limit);
-        self.by_world[..i].iter().map(|&(w, _)| w)
-    }
-
-    /// The members' world ranks from `from` up, ascending.
-    pub(crate) fn members_from(&self, from: usize) -> impl Iterator<Item = usize> + '_ {
-        let i = self.by_world.partition_point(|&(w, _)| w < from);
-        self.by_world[i..].iter().map(|&(w, _)| w)
-    }
 }
 
 impl Drop for GroupState {

@@ -138,6 +138,11 @@ pub struct Window<'a, T: Element> {
     epoch: Mutex<SyncState>,
     // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
     permit: AtomicU64,
+    // Operations posting under a guarded permit (`lock_all`'s targets,
+    // which a retreat may release once this is zero: `access.rs`).
+    issuing: std::sync::atomic::AtomicUsize,
+    // Serializes `lock_all`'s acquisitions and retreats of this process.
+    lock_all_gate: Mutex<()>,
     // Descriptors (and mappings) of up to `targets::SLOTS` targets.
     targets: Targets,
     outstanding: Arc<Completion>,
@@ -361,6 +366,8 @@ impl<'a, T: Element> Window<'a, T> {
             same_len: agreed.same_len,
             epoch: Mutex::new(SyncState::default()),
             permit: AtomicU64::new(Permit::NONE.0),
+            issuing: std::sync::atomic::AtomicUsize::new(0),
+            lock_all_gate: Mutex::new(()),
             targets: Targets::default(),
             outstanding: Arc::new(Completion::new()),
             dirty: Dirty::default(),
@@ -547,25 +554,6 @@ impl<'a, T: Element> Window<'a, T> {
             Some(g) => g.group_rank(w).unwrap_or(usize::MAX),
             None => w,
         }
-    }
-
-    /// The smallest world rank ≥ `from` of a member of the window.
-    fn next_member(&self, from: usize) -> Option<usize> {
-        match &self.group {
-            None => (from < self.size).then_some(from),
-            Some(g) => g.members_from(from).next(),
-        }
-    }
-
-    /// The world ranks of the window's members below `limit`, ascending
-    /// (no allocation: `unlock_all` runs it).
-    fn members_below(&self, limit: usize) -> impl DoubleEndedIterator<Item = usize> + '_ {
-        let world = match &self.group {
-            None => 0..limit.min(self.size),
-            Some(_) => 0..0,
-        };
-        let group = self.group.as_ref().map(|g| g.members_below(limit));
-        world.chain(group.into_iter().flatten())
     }
 
     /// The processes of the window, for its collective calls.

@@ -31,6 +31,7 @@ const KIND_ALL: u64 = 1;
 const KIND_PREFIX: u64 = 2;
 const KIND_ONE: u64 = 3;
 const FLUSH: u64 = 1 << 50;
+const GUARD: u64 = 1 << 51;
 
 /// See the module doc. `Permit::NONE` (0) allows nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,22 @@ impl Permit {
         Permit::new(KIND_ONE, rank, flush)
     }
 
+    /// The same permit, whose operations must register while they are
+    /// posted (`lock_all`'s targets may be released by a retreat, which
+    /// waits for registered operations: see `api::window::access`).
+    pub fn guarded(self) -> Permit {
+        if self == Permit::NONE {
+            return self;
+        }
+        Permit(self.0 | GUARD)
+    }
+
+    /// Whether operations under this permit must register.
+    #[inline]
+    pub fn is_guarded(self) -> bool {
+        self.0 & GUARD != 0
+    }
+
     /// Whether an RMA operation to `rank` may be posted without the mutex.
     #[inline]
     pub fn covers(self, rank: usize) -> bool {
@@ -84,7 +101,7 @@ impl Permit {
     pub(super) fn of(
         mode: Epoch,
         locks: &Locks,
-        lock_all_upto: Option<usize>,
+        lock_all_last: Option<usize>,
         nocheck: bool,
         pscw: &Pscw,
     ) -> Permit {
@@ -98,7 +115,9 @@ impl Permit {
         }
         match mode {
             Epoch::LockAll if nocheck => Permit::all(true),
-            Epoch::LockAll => lock_all_upto.map_or(Permit::NONE, |u| Permit::prefix(u, true)),
+            Epoch::LockAll => {
+                lock_all_last.map_or(Permit::NONE, |r| Permit::one(r, true).guarded())
+            }
             // `issue` changes nothing once the fence epoch has operations;
             // flushes are refused in fence epochs.
             Epoch::Fence { ops: true } => Permit::all(false),

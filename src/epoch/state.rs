@@ -12,13 +12,14 @@
 //! * `fence`, `lock_all` and `free` are refused while any lock is held (or
 //!   being acquired) or a PSCW epoch is open; `lock` is refused while a PSCW
 //!   epoch is open.
-//! * Inside `lock_all`, the first operation to a target `r` takes shared
-//!   locks on every rank ≤ `r` not yet taken, in ascending rank order
-//!   ([`Prepare::SharedLock`], not with NOCHECK), so the taken targets are
-//!   always a prefix `0..=upto` and no process ever waits for a lock while
-//!   holding a higher one (see docs/semantics.md: taking them in access
-//!   order can deadlock with a process holding several exclusive locks);
-//!   `unlock_all` releases exactly the prefix taken.
+//! * Inside `lock_all`, the first operation to a target `r` takes the
+//!   shared lock of `r` alone ([`Prepare::SharedLock`], not with NOCHECK);
+//!   the targets held are [`LockAllTargets::held`] (at most the window's
+//!   target elements). A process never *waits* for a lock while holding
+//!   others: it first completes and releases them (a *retreat*, while
+//!   [`LockAllTargets::retreating`] no operation may be issued to them;
+//!   see docs/semantics.md, "lock_all locks per target"). `unlock_all`
+//!   releases exactly the targets held.
 //! * `start`/`post` are refused inside `lock_all`, with locks held or in a
 //!   fence epoch with operations; inside a start epoch an operation needs
 //!   its target in the group and that target's post ([`Prepare::AwaitPost`]).
@@ -35,34 +36,40 @@ use crate::error::{Error, Result};
 pub enum Prepare {
     /// Nothing: post it.
     Go,
-    /// Inside `lock_all`, first access to this target: take shared locks on
-    /// the ranks from [`LockAllTargets::next`] up to it, in ascending order
-    /// (each then recorded by [`SyncState::lock_all_acquired`]).
+    /// Inside `lock_all`, first access to this target: take its shared lock
+    /// (then recorded by [`SyncState::lock_all_acquired`]).
     SharedLock,
     /// Inside a PSCW access epoch: wait for the target's post notification.
     AwaitPost,
 }
 
-/// The targets `lock_all` has taken a shared lock on: always the prefix
-/// `0..=upto` of the ranks (one number, whatever the job size).
+/// The targets `lock_all` holds a shared lock on: only those accessed
+/// (bounded by the caller: at most the window's target elements, then a
+/// retreat empties it), nothing for ranks never accessed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockAllTargets {
     /// `lock_all(NOCHECK)`: no lock word is touched.
     pub nocheck: bool,
-    /// Highest rank whose lock word holds our shared lock (all lower ones
-    /// do too); `None` before the first operation.
-    pub upto: Option<usize>,
+    /// World ranks whose lock holds our shared lock, in the order taken
+    /// (the last one is the lock-free permit's target).
+    pub held: Vec<usize>,
+    /// The held locks are being completed and released (a retreat): no
+    /// operation may be issued to them until it ends.
+    pub retreating: bool,
 }
 
 impl LockAllTargets {
-    /// The first rank not yet locked.
-    pub fn next(&self) -> usize {
-        self.upto.map_or(0, |u| u + 1)
+    /// Whether `rank`'s shared lock is held (and not being released).
+    pub fn holds(&self, rank: usize) -> bool {
+        !self.retreating && self.held.contains(&rank)
     }
 
-    /// Whether `rank`'s shared lock is held.
-    pub fn holds(&self, rank: usize) -> bool {
-        self.upto.is_some_and(|u| rank <= u)
+    /// The target the lock-free path covers: the one taken last.
+    pub fn last(&self) -> Option<usize> {
+        if self.retreating {
+            return None;
+        }
+        self.held.last().copied()
     }
 }
 
@@ -147,7 +154,7 @@ impl SyncState {
         Permit::of(
             self.mode,
             &self.locks,
-            self.all.upto,
+            self.all.last(),
             self.all.nocheck,
             &self.pscw,
         )
@@ -214,29 +221,20 @@ impl SyncState {
     pub fn lock_all(&mut self, window: u64, nocheck: bool) -> Result<()> {
         self.exclusive_mode(window, "lock_all")?;
         self.mode.lock_all(window)?;
-        self.all = LockAllTargets {
-            nocheck,
-            upto: None,
-        };
+        // The list keeps its allocation from one epoch to the next.
+        self.all.nocheck = nocheck;
+        self.all.held.clear();
+        self.all.retreating = false;
         Ok(())
     }
 
-    /// `lock_all` took its shared lock on `rank` (the next in order);
-    /// false if it is not the next one any more (another thread of this
-    /// process took it, or the epoch ended): the caller releases its extra one.
+    /// `lock_all` took its shared lock on `rank`; false if the epoch ended
+    /// or `rank` is already held (the caller releases its extra one).
     pub fn lock_all_acquired(&mut self, rank: usize) -> bool {
-        self.lock_all_acquired_from(rank, rank)
-    }
-
-    /// As [`SyncState::lock_all_acquired`] for a window over a group: the
-    /// ranks from `next` (which must still be [`LockAllTargets::next`]) up
-    /// to `rank` that are not members need no lock, so `rank`'s completes
-    /// the prefix.
-    pub fn lock_all_acquired_from(&mut self, next: usize, rank: usize) -> bool {
-        if self.mode != Epoch::LockAll || self.all.next() != next || rank < next {
+        if self.mode != Epoch::LockAll || self.all.held.contains(&rank) {
             return false;
         }
-        self.all.upto = Some(rank);
+        self.all.held.push(rank);
         true
     }
 
@@ -246,10 +244,20 @@ impl SyncState {
     }
 
     /// `unlock_all` completed the operations: leaves the epoch and returns
-    /// the number of targets (ranks `0..n`) whose shared lock must be released.
-    pub fn end_unlock_all(&mut self) -> usize {
+    /// the targets whose shared lock must be released (give the list back
+    /// with [`SyncState::reuse_held`] to keep its allocation).
+    pub fn end_unlock_all(&mut self) -> Vec<usize> {
         self.mode = Epoch::Idle;
-        std::mem::take(&mut self.all).next()
+        self.all.retreating = false;
+        std::mem::take(&mut self.all.held)
+    }
+
+    /// Gives back a list taken by [`SyncState::end_unlock_all`] (emptied).
+    pub fn reuse_held(&mut self, mut list: Vec<usize>) {
+        if self.all.held.is_empty() && self.all.held.capacity() < list.capacity() {
+            list.clear();
+            self.all.held = list;
+        }
     }
 
     /// `free` is requested.

@@ -3,7 +3,7 @@
 //! (`access`), and what an operation needs before it is posted (`prepare`).
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::MutexGuard;
 
 use super::Window;
@@ -47,25 +47,27 @@ impl<T: Element> Window<'_, T> {
         rank: usize,
         disp: usize,
         n: usize,
-    ) -> Result<(usize, usize, Descriptor)> {
+    ) -> Result<(usize, usize, Descriptor, Issuing<'_>)> {
         let (asked, rank) = (rank, self.check_rank(rank)?);
-        if self.permit().covers(rank) && !self.is_dynamic() {
-            // The lock-free path: allowed with nothing to prepare, and the
-            // descriptor is cached (or ours).
-            let d = match self.targets.get(rank) {
-                Some(t) => t.desc,
-                None if rank == self.me => self.desc,
-                None => self.target(rank)?,
-            };
-            let (off, d) = self.in_bounds(asked, disp, n, d)?;
-            self.lazy_lock(op, rank)?;
-            return Ok((rank, off, d));
+        let permit = self.permit();
+        if permit.covers(rank) && !self.is_dynamic() {
+            if let Some(issuing) = self.register(permit, rank) {
+                // The lock-free path: allowed with nothing to prepare, and
+                // the descriptor is cached (or ours).
+                let d = match self.targets.get(rank) {
+                    Some(t) => t.desc,
+                    None if rank == self.me => self.desc,
+                    None => self.target(rank)?,
+                };
+                let (off, d) = self.in_bounds(asked, disp, n, d)?;
+                self.lazy_lock(op, rank)?;
+                return Ok((rank, off, d, issuing));
+            }
         }
         let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
         if self.is_dynamic() {
             let at = self.dynamic_remote(rank, disp, n)?;
-            self.prepare(prepare, op, rank)?;
-            self.epoch()?.issue(self.id, op, rank)?;
+            let issuing = self.prepare_and_issue(prepare, op, rank)?;
             self.lazy_lock(op, rank)?;
             let off = disp * std::mem::size_of::<T>();
             // A descriptor for this one access, such that `remote(d, off)`
@@ -75,14 +77,68 @@ impl<T: Element> Window<'_, T> {
                 key: at.key,
                 ..self.desc
             };
-            return Ok((rank, off, d));
+            return Ok((rank, off, d, issuing));
         }
         let d = self.target(rank)?;
         self.in_bounds(asked, disp, n, d)?;
-        self.prepare(prepare, op, rank)?;
-        self.epoch()?.issue(self.id, op, rank)?;
+        let issuing = self.prepare_and_issue(prepare, op, rank)?;
         self.lazy_lock(op, rank)?;
-        Ok((rank, disp * std::mem::size_of::<T>(), d))
+        Ok((rank, disp * std::mem::size_of::<T>(), d, issuing))
+    }
+
+    /// Registers an operation allowed by `permit` (read from the atomic) as
+    /// posting, when the permit is guarded; `None` if a retreat revoked the
+    /// permit meanwhile (then take the mutex path). Pairs with
+    /// `lock_all_retreat`: the increment and the permit's re-read here, the
+    /// permit's store and the count's read there, are all `SeqCst`, so
+    /// either this operation sees the revoked permit or the retreat sees it
+    /// registered and waits for it.
+    #[inline]
+    fn register(&self, permit: Permit, rank: usize) -> Option<Issuing<'_>> {
+        if !permit.is_guarded() {
+            return Some(Issuing(None));
+        }
+        self.issuing.fetch_add(1, Ordering::SeqCst);
+        let guard = Issuing(Some(&self.issuing));
+        if self.permit_seq_cst().covers(rank) {
+            Some(guard)
+        } else {
+            None
+        }
+    }
+
+    fn permit_seq_cst(&self) -> Permit {
+        if self.freed {
+            return Permit::NONE;
+        }
+        Permit(self.permit.load(Ordering::SeqCst))
+    }
+
+    /// The mutex path: does what the operation needs first, then records it
+    /// (and registers it inside `lock_all`, under the mutex). Inside
+    /// `lock_all` another thread's retreat may release the target between
+    /// the two: then it is taken again.
+    fn prepare_and_issue(
+        &self,
+        mut prepare: Prepare,
+        op: &'static str,
+        rank: usize,
+    ) -> Result<Issuing<'_>> {
+        loop {
+            self.prepare(prepare, op, rank)?;
+            let mut state = self.epoch()?;
+            if state.may_issue(self.id, op, rank)? == Prepare::SharedLock {
+                // Released (again) by another thread's retreat.
+                prepare = Prepare::SharedLock;
+                continue;
+            }
+            state.issue(self.id, op, rank)?;
+            if state.mode == crate::epoch::Epoch::LockAll && !state.all.nocheck {
+                self.issuing.fetch_add(1, Ordering::SeqCst);
+                return Ok(Issuing(Some(&self.issuing)));
+            }
+            return Ok(Issuing(None));
+        }
     }
 
     /// `n` elements at `disp` fit in `rank`'s window described by `d`: the
@@ -126,6 +182,19 @@ impl<T: Element> Window<'_, T> {
     }
 }
 
+/// An operation posting under `lock_all`'s locks: counted in the window's
+/// `issuing` until dropped (after the operation is posted), so a retreat
+/// (`lock.rs`) releases no lock an operation is about to use.
+pub(super) struct Issuing<'w>(Option<&'w AtomicUsize>);
+
+impl Drop for Issuing<'_> {
+    fn drop(&mut self) {
+        if let Some(count) = self.0 {
+            count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// The window's locked synchronization state; stores the state's permit
 /// into the window's atomic when dropped, before the mutex is released
 /// (the invariant of `epoch::permit`).
@@ -150,6 +219,7 @@ impl DerefMut for EpochGuard<'_> {
 impl Drop for EpochGuard<'_> {
     fn drop(&mut self) {
         // `state` (the mutex guard) drops after this body: still locked.
-        self.permit.store(self.state.permit().0, Ordering::Release);
+        // SeqCst: a retreat's revocation pairs with `Window::register`.
+        self.permit.store(self.state.permit().0, Ordering::SeqCst);
     }
 }

@@ -11,6 +11,7 @@
 //! atomics from other ranks (Open MPI issue 4688). On the software path an
 //! accumulate to oneself runs the same CPU atomics the handler runs.
 
+use super::access::Issuing;
 use super::Window;
 use crate::api::element::Element;
 use crate::api::op::{AnyOp, FetchOpFor, OpFor};
@@ -22,7 +23,9 @@ use crate::transport::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype, InFl
 
 /// Where an accumulate call goes: its byte offset, the target's descriptor,
 /// and whether it takes the software path.
-pub(super) struct Route {
+pub(super) struct Route<'w> {
+    /// Registered while posting inside `lock_all` (`access.rs`).
+    issuing: Issuing<'w>,
     /// The target's world rank.
     rank: usize,
     off: usize,
@@ -53,7 +56,7 @@ impl<T: Element> Window<'_, T> {
         op: Option<AnyOp>,
         kind: AtomicKind,
         (rank, disp, n): (usize, usize, usize),
-    ) -> Result<Route> {
+    ) -> Result<Route<'_>> {
         if let Some(op) = op {
             if op.integer_only() && !T::INTEGER {
                 return Err(Error::InvalidArgument(format!(
@@ -68,7 +71,7 @@ impl<T: Element> Window<'_, T> {
         // Every rank local with the direct path: CPU atomics (`direct.rs`).
         let cpu = self.cpu_atomics();
         let software = !cpu && self.paths.software(aop);
-        let (rank, off, d) = self.access(call, rank, disp, n)?;
+        let (rank, off, d, _issuing) = self.access(call, rank, disp, n)?;
         let queued = self.aggregates_accumulate(call, software, rank, n)?;
         if !software && !cpu {
             if !self.valid_ops.get(aop, kind) {
@@ -100,6 +103,7 @@ impl<T: Element> Window<'_, T> {
             self.complete_local()?;
         }
         Ok(Route {
+            issuing: _issuing,
             rank,
             off,
             d,
@@ -170,6 +174,7 @@ impl<T: Element> Window<'_, T> {
         }
         let n = data.len();
         let Route {
+            issuing: _issuing,
             rank,
             off,
             d,
@@ -233,6 +238,7 @@ impl<T: Element> Window<'_, T> {
         let n = result.len();
         let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
         let Route {
+            issuing: _issuing,
             rank, off, d, software, ..
         } = self.atomic_access(
             "get_accumulate",
@@ -298,6 +304,7 @@ impl<T: Element> Window<'_, T> {
         let op = op.any();
         let mut old = [T::zeroed()];
         let Route {
+            issuing: _issuing,
             rank, off, d, software, ..
         } = self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
         if self.cpu_atomics() {
@@ -333,6 +340,7 @@ impl<T: Element> Window<'_, T> {
     pub fn compare_and_swap(&self, rank: usize, disp: usize, compare: T, swap: T) -> Result<T> {
         let mut old = [T::zeroed()];
         let Route {
+            issuing: _issuing,
             rank, off, d, software, ..
         } = self.atomic_access(
             "compare_and_swap",
@@ -385,6 +393,7 @@ impl<T: Element> Window<'_, T> {
         }
         let n = data.as_mut().len();
         let Route {
+            issuing: _issuing,
             rank, off, d, software, ..
         } = self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
         let what = format!(
@@ -435,6 +444,7 @@ impl<T: Element> Window<'_, T> {
         let n = result.as_mut().len();
         let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
         let Route {
+            issuing: _issuing,
             rank, off, d, software, ..
         } = self.atomic_access(
             "rget_accumulate",

@@ -56,7 +56,7 @@ impl<T: Element> Window<'_, T> {
         }
         let size = std::mem::size_of::<T>();
         // One epoch and bounds check for the whole target extent.
-        let (world_rank, off, d) = self.access("put_layout", rank, disp, target.extent())?;
+        let (world_rank, off, d, _issuing) = self.access("put_layout", rank, disp, target.extent())?;
         if self.soft_lock.is_some() {
             // A lazily taken software lock is acquired now (nothing is
             // stashed for a lock-op-unlock message: empty data).
@@ -175,7 +175,7 @@ impl<T: Element> Window<'_, T> {
         if !self.dynamic_messages() && !self.is_dynamic() && same_blocks(target, origin_layout) {
             // Node-local target: read block to block, without unpacking.
             let size = std::mem::size_of::<T>();
-            let (world_rank, off, d) = self.access("get_layout", rank, disp, target.extent())?;
+            let (world_rank, off, d, _issuing) = self.access("get_layout", rank, disp, target.extent())?;
             let direct = match world_rank == self.me {
                 true => None,
                 false => self.direct(world_rank, &d)?,
@@ -216,7 +216,7 @@ impl<T: Element> Window<'_, T> {
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         // One epoch and bounds check for the whole target extent.
-        let (world_rank, off, d) = self.access("get_layout", rank, disp, target.extent())?;
+        let (world_rank, off, d, _issuing) = self.access("get_layout", rank, disp, target.extent())?;
         let blocks = target.blocks();
         // Oneself and node-local peers are read by `get`'s own paths.
         let remote = world_rank != self.me && self.direct(world_rank, &d)?.is_none();

@@ -224,13 +224,30 @@ impl<T: Element> Window<'_, T> {
     }
 
     pub(super) fn acquire(&self, rank: usize, kind: LockType) -> Result<()> {
-        self.acquire_lock(rank, kind)
+        self.acquire_waiting(rank, kind, &mut || Ok(()))
+    }
+
+    /// As [`Window::acquire`], calling `before_wait` once the lock turns out
+    /// not to be free at once, before waiting for it (nothing of it is held
+    /// then: `lock_all` retreats there).
+    fn acquire_waiting(
+        &self,
+        rank: usize,
+        kind: LockType,
+        before_wait: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.acquire_lock(rank, kind, before_wait)
             .map_err(|e| e.awaiting(rank))
     }
 
-    fn acquire_lock(&self, rank: usize, kind: LockType) -> Result<()> {
+    fn acquire_lock(
+        &self,
+        rank: usize,
+        kind: LockType,
+        before_wait: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
         if self.soft_lock.is_some() {
-            return self.soft_acquire(rank, kind);
+            return self.soft_acquire(rank, kind, before_wait);
         }
         self.check_lock_atomics(rank)?;
         let at = self.lock_word(rank)?;
@@ -249,6 +266,9 @@ impl<T: Element> Window<'_, T> {
                 let mut seen = self
                     .word_add(rank, at, READER.wrapping_neg())?
                     .wrapping_sub(READER);
+                if !reader_admitted(seen) {
+                    before_wait()?;
+                }
                 while !reader_admitted(seen) {
                     wait.pause(|| t.progress())?;
                     seen = self.word_add(rank, at, 0)?;
@@ -375,28 +395,93 @@ impl<T: Element> Window<'_, T> {
         Ok(())
     }
 
-    /// `lock_all`'s shared locks, taken at the first operation to `rank`:
-    /// every rank from the first not yet locked up to `rank`, in ascending
-    /// order (one fetch-add each when no writer is announced), so this
-    /// process never waits for a lock while holding a higher one.
+    /// `lock_all`'s shared lock on `rank` (a world rank), taken at the
+    /// first operation to it: that target's alone. The process never waits
+    /// for it while holding others: if it is not free at once, or the
+    /// window's target elements are all in use, it first *retreats*
+    /// ([`Window::lock_all_retreat`]). Acquisitions and retreats of one
+    /// process are serialized by the window's gate, so another thread's
+    /// wait holds nothing either. See docs/semantics.md, "lock_all locks per
+    /// target".
     pub(super) fn lock_all_target(&self, rank: usize) -> Result<()> {
-        loop {
-            let next = self.epoch()?.all.next();
-            if next > rank {
+        let _gate = self.lock_all_gate.lock().map_err(|_| {
+            Error::InvalidArgument(format!("window {}: lock_all gate poisoned", self.id))
+        })?;
+        let full = {
+            let state = self.epoch()?;
+            if state.mode != crate::epoch::Epoch::LockAll || state.all.holds(rank) {
+                // Taken by another thread meanwhile, or the epoch ended (the
+                // operation's own check reports that).
                 return Ok(());
             }
-            // The next member in world-rank order (`rank` is one).
-            let m = self.next_member(next).unwrap_or(rank);
-            self.acquire(m, LockType::Shared)?;
-            if !self.epoch()?.lock_all_acquired_from(next, m) {
-                // Another thread of this process took it meanwhile (or the
-                // epoch ended): ours is one too many.
-                self.release_word(m, LockType::Shared)?;
-                if self.epoch()?.mode != crate::epoch::Epoch::LockAll {
-                    return Ok(());
-                }
+            state.all.held.len() >= self.lock_all_capacity()
+        };
+        if full {
+            self.lock_all_retreat()?;
+        }
+        self.acquire_waiting(rank, LockType::Shared, &mut || self.lock_all_retreat())?;
+        if !self.epoch()?.lock_all_acquired(rank) {
+            // The epoch ended meanwhile: ours is one too many.
+            self.release_word(rank, LockType::Shared)?;
+        }
+        Ok(())
+    }
+
+    /// How many targets `lock_all` holds at most (the window's target
+    /// elements, `ONESIDED_TARGET_ELEMENTS` + `ONESIDED_WIN_TARGET_ELEMENTS`).
+    fn lock_all_capacity(&self) -> usize {
+        let ops = &self.world.config.ops;
+        (ops.target_elements + ops.win_target_elements).max(1)
+    }
+
+    /// Gives back every shared lock `lock_all` holds, after completing
+    /// every operation (as `unlock_all` does, the epoch staying open): the
+    /// operations issued under them are complete at their targets before
+    /// any is released, so no access under a shared lock is ever concurrent
+    /// with one under another process's exclusive lock — MPI's guarantee
+    /// for lock-protected accesses. Operations of other threads already
+    /// allowed to those targets are waited for first (`access.rs`,
+    /// `Window::register`); new ones wait for the gate and lock again.
+    fn lock_all_retreat(&self) -> Result<()> {
+        let held = {
+            let mut state = self.epoch()?;
+            if state.all.held.is_empty() {
+                return Ok(());
+            }
+            state.all.retreating = true;
+            state.all.held.clone()
+            // The guard stores the revoked permit (SeqCst) as it drops.
+        };
+        let id = self.id;
+        let what = move || {
+            format!("lock_all of window {id}: operations of other threads before a retreat")
+        };
+        let mut wait = self.backoff(&what);
+        let t = self.world.transport();
+        let mut done = Ok(());
+        while self.issuing.load(std::sync::atomic::Ordering::SeqCst) != 0 {
+            if let Err(e) = wait.pause(|| t.progress()) {
+                done = Err(e);
+                break;
             }
         }
+        let done = done.and_then(|()| self.complete_all());
+        if let Err(e) = done {
+            // Nothing released: the locks stay held for unlock_all.
+            self.epoch()?.all.retreating = false;
+            return Err(e);
+        }
+        let mut first = None;
+        for &r in held.iter().rev() {
+            if let Err(e) = self.release_word(r, LockType::Shared) {
+                first.get_or_insert(e);
+            }
+        }
+        let mut state = self.epoch()?;
+        state.all.retreating = false;
+        state.all.held.clear();
+        drop(state);
+        first.map_or(Ok(()), Err)
     }
 }
 

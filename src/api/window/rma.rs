@@ -29,7 +29,7 @@ impl<T: Element> Window<'_, T> {
         if self.dynamic_messages() {
             return self.accumulate(rank, disp, data, AnyOp::Replace);
         }
-        let (rank, off, d) = self.access("put", rank, disp, data.len())?;
+        let (rank, off, d, _issuing) = self.access("put", rank, disp, data.len())?;
         if self.soft_lock.is_some() && self.defer_op(rank, disp, data, None)? {
             // Stashed until the lock is acquired (lazy software lock).
             return Ok(());
@@ -59,7 +59,7 @@ impl<T: Element> Window<'_, T> {
         if self.dynamic_messages() {
             return self.get_accumulate(rank, disp, &[], out, AnyOp::NoOp);
         }
-        let (rank, off, d) = self.access("get", rank, disp, out.len())?;
+        let (rank, off, d, _issuing) = self.access("get", rank, disp, out.len())?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         if rank == self.me && !self.is_dynamic() {
             return self.mem.read(off, bytes);
@@ -83,7 +83,7 @@ impl<T: Element> Window<'_, T> {
             return self.raccumulate(rank, disp, data, AnyOp::Replace);
         }
         let n = data.as_mut().len();
-        let (rank, off, d) = self.access("rput", rank, disp, n)?;
+        let (rank, off, d, _issuing) = self.access("rput", rank, disp, n)?;
         let what = format!(
             "rput of {n} {} to rank {rank} (window {})",
             T::NAME,
@@ -120,7 +120,7 @@ impl<T: Element> Window<'_, T> {
             return self.rget_accumulate(rank, disp, &[], buf, AnyOp::NoOp);
         }
         let n = buf.as_mut().len();
-        let (rank, off, d) = self.access("rget", rank, disp, n)?;
+        let (rank, off, d, _issuing) = self.access("rget", rank, disp, n)?;
         let what = format!(
             "rget of {n} {} from rank {rank} (window {})",
             T::NAME,

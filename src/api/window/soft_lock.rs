@@ -132,20 +132,46 @@ impl<T: Element> Window<'_, T> {
         op: Carried<'_>,
         release: bool,
     ) -> Result<bool> {
+        self.soft_take_waiting(rank, kind, op, release, &mut || Ok(()))
+    }
+
+    /// As [`Window::soft_take`], calling `before_wait` once, before the
+    /// first pause (the request was queued or the queue was busy: the lock
+    /// is not held yet).
+    fn soft_take_waiting(
+        &self,
+        rank: usize,
+        kind: LockType,
+        op: Carried<'_>,
+        release: bool,
+        before_wait: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<bool> {
         let id = self.id;
         let what = move || format!("waiting for a {kind:?} lock of rank {rank} (window {id})");
         let mut wait = self.backoff(&what);
         let t = self.world.transport();
-        let mut pause = || wait.pause(|| t.progress());
+        let mut first = true;
+        let mut pause = || {
+            if std::mem::take(&mut first) {
+                before_wait()?;
+            }
+            wait.pause(|| t.progress())
+        };
         self.lock_origin()
             .take(rank, kind, op, release, &mut pause)
             .map_err(|e| e.awaiting(rank))
     }
 
     /// Blocking acquire of `kind` on `rank` (lock_all's shared locks,
-    /// eager locks).
-    pub(super) fn soft_acquire(&self, rank: usize, kind: LockType) -> Result<()> {
-        self.soft_take(rank, kind, Carried::None, false).map(|_| ())
+    /// eager locks), calling `before_wait` once if it is not granted at once.
+    pub(super) fn soft_acquire(
+        &self,
+        rank: usize,
+        kind: LockType,
+        before_wait: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.soft_take_waiting(rank, kind, Carried::None, false, before_wait)
+            .map(|_| ())
     }
 
     /// Gives back `kind` on `rank` without waiting for the reply (counted
@@ -161,7 +187,7 @@ impl<T: Element> Window<'_, T> {
         if eager || rank == self.world.rank() {
             // Locks called earlier are acquired first (see `settle_upto`).
             self.settle_upto(None)?;
-            return self.soft_acquire(rank, kind);
+            return self.soft_acquire(rank, kind, &mut || Ok(()));
         }
         self.pending_list()?.push(Pending {
             rank,

@@ -114,11 +114,13 @@ impl<T: Element> Window<'_, T> {
     /// Opens a passive-target epoch to every rank (MPI_Win_lock_all): a
     /// shared lock on each target, so it excludes other processes'
     /// exclusive locks. Nothing is sent here: the first operation to rank
-    /// `r` takes the shared locks of all ranks ≤ `r` not yet taken, in
-    /// ascending order (one fetch-add each on their lock words), which keeps
-    /// lock_all deadlock-free against processes holding several exclusive
-    /// locks taken in ascending order. With `Assert::NOCHECK` (no conflicting
-    /// lock exists) no lock word is touched.
+    /// `r` takes the shared lock of `r` alone (one fetch-add on its lock
+    /// word, or one request to its lock queue), so an epoch contacts only
+    /// the ranks it accesses. Deadlock-free: a process that would have to
+    /// wait for a lock first completes its operations and gives back the
+    /// shared locks it holds (docs/semantics.md, "lock_all locks per
+    /// target"). With `Assert::NOCHECK` (no conflicting lock exists) no lock
+    /// is touched.
     pub fn lock_all_with(&self, assert: Assert) -> Result<()> {
         if assert.0 & !Assert::NOCHECK.0 != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -141,10 +143,13 @@ impl<T: Element> Window<'_, T> {
         let done = self.complete_all();
         let taken = self.epoch()?.end_unlock_all();
         let mut first = done.err();
-        for t in self.members_below(taken).rev() {
+        for &t in taken.iter().rev() {
             if let Err(e) = self.release_word(t, LockType::Shared) {
                 first.get_or_insert(e);
             }
+        }
+        if let Ok(mut state) = self.epoch() {
+            state.reuse_held(taken);
         }
         first.map_or(Ok(()), Err)
     }
