@@ -16,6 +16,7 @@ mod create;
 mod direct;
 mod dynamic;
 mod info;
+mod issuing;
 mod local;
 mod lock;
 mod pscw;
@@ -139,8 +140,8 @@ pub struct Window<'a, T: Element> {
     // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
     permit: AtomicU64,
     // Operations posting under a guarded permit (`lock_all`'s targets,
-    // which a retreat may release once this is zero: `access.rs`).
-    issuing: std::sync::atomic::AtomicUsize,
+    // which a retreat releases only once none is: `issuing.rs`).
+    issuing: issuing::Registrations,
     // Serializes `lock_all`'s acquisitions and retreats of this process.
     lock_all_gate: Mutex<()>,
     // Descriptors (and mappings) of up to `targets::SLOTS` targets.
@@ -366,7 +367,7 @@ impl<'a, T: Element> Window<'a, T> {
             same_len: agreed.same_len,
             epoch: Mutex::new(SyncState::default()),
             permit: AtomicU64::new(Permit::NONE.0),
-            issuing: std::sync::atomic::AtomicUsize::new(0),
+            issuing: issuing::Registrations::default(),
             lock_all_gate: Mutex::new(()),
             targets: Targets::default(),
             outstanding: Arc::new(Completion::new()),

@@ -3,9 +3,10 @@
 //! (`access`), and what an operation needs before it is posted (`prepare`).
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::MutexGuard;
 
+pub(super) use super::issuing::Issuing;
 use super::Window;
 use crate::api::element::Element;
 use crate::epoch::{Permit, Prepare, SyncState};
@@ -37,10 +38,12 @@ impl<T: Element> Window<'_, T> {
 
     /// Validates an access of `n` elements at `disp` on `rank` (a rank of the
     /// window) and returns the target's world rank, the byte offset and the
-    /// descriptor. Sends nothing on error except, on first
+    /// descriptor (and the operation's registration, held until it is
+    /// posted: `issuing.rs`). Sends nothing on error except, on first
     /// contact, the read of the target's descriptor. Inside `lock_all` the
     /// first access to a target takes its shared lock; inside a start epoch
     /// it waits for the target's post.
+    #[inline(always)]
     pub(super) fn access(
         &self,
         op: &'static str,
@@ -64,6 +67,18 @@ impl<T: Element> Window<'_, T> {
                 return Ok((rank, off, d, issuing));
             }
         }
+        self.access_slow(op, (asked, rank), disp, n)
+    }
+
+    /// [`Window::access`] through the state mutex.
+    #[inline(never)]
+    fn access_slow(
+        &self,
+        op: &'static str,
+        (asked, rank): (usize, usize),
+        disp: usize,
+        n: usize,
+    ) -> Result<(usize, usize, Descriptor, Issuing<'_>)> {
         let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
         if self.is_dynamic() {
             let at = self.dynamic_remote(rank, disp, n)?;
@@ -88,23 +103,14 @@ impl<T: Element> Window<'_, T> {
 
     /// Registers an operation allowed by `permit` (read from the atomic) as
     /// posting, when the permit is guarded; `None` if a retreat revoked the
-    /// permit meanwhile (then take the mutex path). Pairs with
-    /// `lock_all_retreat`: the increment and the permit's re-read here, the
-    /// permit's store and the count's read there, are all `SeqCst`, so
-    /// either this operation sees the revoked permit or the retreat sees it
-    /// registered and waits for it.
+    /// permit meanwhile (then take the mutex path). See `issuing.rs`.
     #[inline]
     fn register(&self, permit: Permit, rank: usize) -> Option<Issuing<'_>> {
         if !permit.is_guarded() {
-            return Some(Issuing(None));
+            return Some(Issuing::Free);
         }
-        self.issuing.fetch_add(1, Ordering::SeqCst);
-        let guard = Issuing(Some(&self.issuing));
-        if self.permit_seq_cst().covers(rank) {
-            Some(guard)
-        } else {
-            None
-        }
+        self.issuing
+            .register(|| self.permit_seq_cst().covers(rank))
     }
 
     fn permit_seq_cst(&self) -> Permit {
@@ -134,10 +140,9 @@ impl<T: Element> Window<'_, T> {
             }
             state.issue(self.id, op, rank)?;
             if state.mode == crate::epoch::Epoch::LockAll && !state.all.nocheck {
-                self.issuing.fetch_add(1, Ordering::SeqCst);
-                return Ok(Issuing(Some(&self.issuing)));
+                return Ok(self.issuing.register_locked());
             }
-            return Ok(Issuing(None));
+            return Ok(Issuing::Free);
         }
     }
 
@@ -178,19 +183,6 @@ impl<T: Element> Window<'_, T> {
         RemoteAddr {
             addr: d.base.wrapping_add(off as u64),
             key: d.key,
-        }
-    }
-}
-
-/// An operation posting under `lock_all`'s locks: counted in the window's
-/// `issuing` until dropped (after the operation is posted), so a retreat
-/// (`lock.rs`) releases no lock an operation is about to use.
-pub(super) struct Issuing<'w>(Option<&'w AtomicUsize>);
-
-impl Drop for Issuing<'_> {
-    fn drop(&mut self) {
-        if let Some(count) = self.0 {
-            count.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }

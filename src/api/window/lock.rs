@@ -459,7 +459,8 @@ impl<T: Element> Window<'_, T> {
         let mut wait = self.backoff(&what);
         let t = self.world.transport();
         let mut done = Ok(());
-        while self.issuing.load(std::sync::atomic::Ordering::SeqCst) != 0 {
+        let mut fenced = false;
+        while self.issuing.posting(&mut fenced) {
             if let Err(e) = wait.pause(|| t.progress()) {
                 done = Err(e);
                 break;

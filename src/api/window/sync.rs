@@ -129,8 +129,11 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         self.check_locks_allowed("lock_all")?;
-        self.epoch()?
-            .lock_all(self.id, assert.contains(Assert::NOCHECK))?;
+        let mut state = self.epoch()?;
+        state.lock_all(self.id, assert.contains(Assert::NOCHECK))?;
+        // Before any permit of the epoch is published (`issuing.rs`).
+        self.issuing.set_owner();
+        drop(state);
         self.new_access_epoch();
         Ok(())
     }

@@ -1,0 +1,213 @@
+//! Operations in the middle of being posted inside `lock_all`, so that a
+//! *retreat* (`lock.rs`: completing and giving back `lock_all`'s shared
+//! locks before waiting for another one) never releases a lock an
+//! operation of another thread is about to use.
+//!
+//! The lock-free operation path reads the window's permit and then posts;
+//! a retreat revokes the permit and then waits for operations that read the
+//! old one. Two registrations, both a Dekker pattern (register, then read
+//! the permit again; revoke, then read the registrations):
+//!
+//! * **The epoch's owner** (the thread that called `lock_all`, usually the
+//!   only one): a counter only it writes, with plain stores and a compiler
+//!   fence — no atomic read-modify-write on the hot path. The other side
+//!   of the pattern is an asymmetric fence: a retreat by *another* thread
+//!   first calls `membarrier(2)` (private expedited, else global), which
+//!   makes every running thread pass a full memory barrier, then reads the
+//!   counter (the scheme of liburcu's and Folly's asymmetric fences). Where
+//!   the kernel offers neither (probed once per process), the owner
+//!   registers as every other thread does.
+//! * **Every other thread**, and the mutex path: a shared counter,
+//!   incremented (`SeqCst`) before the permit is read again and decremented
+//!   after the operation is posted.
+//!
+//! Invariant: while a retreat is between revoking the permit and releasing
+//! the locks, every operation that will still post to a held target is
+//! counted in one of the two counters, and the retreat waits for both to be
+//! zero.
+
+use std::cell::Cell;
+use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Registrations of one window (see the module doc).
+#[derive(Debug, Default)]
+pub(super) struct Registrations {
+    /// Token of the thread that opened the `lock_all` epoch (0: none).
+    owner: AtomicU64,
+    /// The owner's operations being posted; written by the owner only.
+    owner_posting: AtomicUsize,
+    /// Everyone else's.
+    others: AtomicUsize,
+}
+
+/// An operation registered while it is posted; unregisters when dropped.
+pub(in crate::api) enum Issuing<'w> {
+    /// Not inside a guarded permit: nothing to undo.
+    Free,
+    /// Counted in the shared counter.
+    Counted(&'w AtomicUsize),
+    /// Counted in the owner's own counter.
+    Owner(&'w AtomicUsize),
+}
+
+impl Drop for Issuing<'_> {
+    fn drop(&mut self) {
+        match self {
+            Issuing::Free => {}
+            Issuing::Counted(count) => {
+                count.fetch_sub(1, Ordering::SeqCst);
+            }
+            Issuing::Owner(count) => {
+                // Only the owner writes it: a plain decrement, published
+                // with Release for the retreat's Acquire read.
+                let n = count.load(Ordering::Relaxed);
+                count.store(n.saturating_sub(1), Ordering::Release);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static TOKEN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A number unique to the calling thread (never 0).
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    TOKEN.with(|t| {
+        if t.get() == 0 {
+            t.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        t.get()
+    })
+}
+
+/// Which `membarrier(2)` command serves as the heavy fence here (probed
+/// once per process): the private expedited one (IPIs to the CPUs running
+/// this process's threads, microseconds; the process registers for it once,
+/// a harmless kernel setting), else the global one (an RCU grace period,
+/// milliseconds), else none.
+fn heavy_fence_command() -> Option<rustix::thread::MembarrierCommand> {
+    use rustix::thread::{membarrier, membarrier_query, MembarrierCommand as C};
+    static COMMAND: OnceLock<Option<C>> = OnceLock::new();
+    *COMMAND.get_or_init(|| {
+        let q = membarrier_query();
+        if q.contains_command(C::PrivateExpedited)
+            && q.contains_command(C::RegisterPrivateExpedited)
+            && membarrier(C::RegisterPrivateExpedited).is_ok()
+        {
+            return Some(C::PrivateExpedited);
+        }
+        q.contains_command(C::Global).then_some(C::Global)
+    })
+}
+
+fn heavy_fence_available() -> bool {
+    heavy_fence_command().is_some()
+}
+
+/// Every running thread of the process passes a full memory barrier.
+fn heavy_fence() -> bool {
+    heavy_fence_command().is_some_and(|c| rustix::thread::membarrier(c).is_ok())
+}
+
+impl Registrations {
+    /// The calling thread opens a `lock_all` epoch.
+    pub(super) fn set_owner(&self) {
+        let me = if heavy_fence_available() {
+            thread_token()
+        } else {
+            0
+        };
+        self.owner.store(me, Ordering::Relaxed);
+    }
+
+    /// Registers an operation about to post under a guarded permit, then
+    /// reads the permit again with `still_allowed`; `None` if it no longer
+    /// allows the operation (take the mutex path).
+    #[inline]
+    pub(super) fn register(&self, still_allowed: impl Fn() -> bool) -> Option<Issuing<'_>> {
+        let owner = self.owner.load(Ordering::Relaxed);
+        let guard = if owner != 0 && owner == thread_token() {
+            let n = self.owner_posting.load(Ordering::Relaxed);
+            self.owner_posting.store(n + 1, Ordering::Relaxed);
+            // The light side of the asymmetric fence: the retreat's
+            // membarrier orders this store before our read of the permit.
+            compiler_fence(Ordering::SeqCst);
+            Issuing::Owner(&self.owner_posting)
+        } else {
+            self.others.fetch_add(1, Ordering::SeqCst);
+            Issuing::Counted(&self.others)
+        };
+        still_allowed().then_some(guard)
+    }
+
+    /// Registers an operation of the mutex path (under the window's mutex).
+    pub(super) fn register_locked(&self) -> Issuing<'_> {
+        self.others.fetch_add(1, Ordering::SeqCst);
+        Issuing::Counted(&self.others)
+    }
+
+    /// After the permit was revoked (`SeqCst` store): whether operations
+    /// that read the old permit may still be posting. `fenced` says whether
+    /// this retreat already ran the heavy fence; it runs it on first need.
+    pub(super) fn posting(&self, fenced: &mut bool) -> bool {
+        if self.others.load(Ordering::SeqCst) != 0 {
+            return true;
+        }
+        let owner = self.owner.load(Ordering::Relaxed);
+        if owner == 0 || owner == thread_token() {
+            // The owner itself retreats: none of its operations is posting.
+            return false;
+        }
+        if !*fenced {
+            if !heavy_fence() {
+                // Cannot happen after a successful probe; be safe: wait
+                // for the owner's count as read.
+                std::sync::atomic::fence(Ordering::SeqCst);
+            }
+            *fenced = true;
+        }
+        self.owner_posting.load(Ordering::Acquire) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registrations_count_until_dropped() {
+        let r = Registrations::default();
+        let mut fenced = false;
+        assert!(!r.posting(&mut fenced), "nothing registered");
+        // Another thread's epoch: this thread counts in the shared counter.
+        r.owner.store(u64::MAX, Ordering::Relaxed);
+        let g = r.register(|| true).expect("allowed");
+        assert!(matches!(g, Issuing::Counted(_)));
+        assert!(r.posting(&mut fenced));
+        drop(g);
+        assert!(r.register(|| false).is_none(), "revoked: mutex path");
+        assert_eq!(r.others.load(Ordering::SeqCst), 0, "a refused registration is undone");
+        // This thread's epoch: its own counter, visible to a retreat by
+        // another thread (after the heavy fence).
+        r.set_owner();
+        let g = r.register(|| true).expect("allowed");
+        if heavy_fence_available() {
+            assert!(matches!(g, Issuing::Owner(_)));
+            assert_eq!(r.owner_posting.load(Ordering::Relaxed), 1);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut fenced = false;
+                    assert!(r.posting(&mut fenced), "the owner is posting");
+                    assert!(fenced, "after the heavy fence");
+                });
+            });
+        }
+        drop(g);
+        assert_eq!(r.owner_posting.load(Ordering::Relaxed), 0);
+        let mut fenced = false;
+        assert!(!r.posting(&mut fenced));
+    }
+}
