@@ -126,7 +126,7 @@ pub fn raw_unavailable(world: &World, op: Op) -> Option<String> {
         Op::FopLat => &[(AtomicOp::Sum, Datatype::I64, AtomicKind::Fetch)],
         Op::CasLat => &[(AtomicOp::Cswap, Datatype::I64, AtomicKind::Compare)],
         // The raw PSCW completes with a fetch-add on the target's counter.
-        Op::PscwLat => &[(AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch)],
+        Op::PscwLat | Op::LockAllLat => &[(AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch)],
         Op::LockUnlockLat => &[
             (AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch),
             (AtomicOp::Cswap, Datatype::U64, AtomicKind::Compare),

@@ -76,6 +76,13 @@ fn notes(world: &World, cli: &Cli) -> Vec<String> {
                     .into(),
             );
         }
+        if cli.ops.contains(&Op::LockAllLat) {
+            n.push(
+                "lock_all_lat raw = transport fetch-add + put + flush + fetch-add on a word of \
+                 the last rank's window: the wire work of one shared lock, put and unlock"
+                    .into(),
+            );
+        }
         if cli.ops.iter().any(|o| o.atomic()) {
             n.push(
                 "acc_lat/acc_rate/fop_lat/cas_lat raw = transport atomic / fetch_atomic / \

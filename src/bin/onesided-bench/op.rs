@@ -57,10 +57,14 @@ pub enum Op {
     /// puts to the ring neighbours + fence (`halo.rs`; onesided mode only).
     #[value(name = "halo_lat")]
     HaloLat,
+    /// lock_all + 8 B put to the last rank + unlock_all (uncontended; the
+    /// cost of a short lock_all epoch to one far target).
+    #[value(name = "lock_all_lat")]
+    LockAllLat,
 }
 
 impl Op {
-    pub const ALL: [Op; 14] = [
+    pub const ALL: [Op; 15] = [
         Op::PutLat,
         Op::GetLat,
         Op::PutBw,
@@ -75,6 +79,7 @@ impl Op {
         Op::PscwLat,
         Op::PutPingpong,
         Op::HaloLat,
+        Op::LockAllLat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -93,6 +98,7 @@ impl Op {
             Op::PscwLat => "pscw_lat",
             Op::PutPingpong => "put_pingpong",
             Op::HaloLat => "halo_lat",
+            Op::LockAllLat => "lock_all_lat",
         }
     }
 
@@ -121,7 +127,10 @@ impl Op {
 
     /// Whether the pattern runs outside the `lock_all` epoch (onesided mode).
     pub fn outside_lock_all(self) -> bool {
-        matches!(self, Op::FenceLat | Op::LockUnlockLat | Op::PscwLat)
+        matches!(
+            self,
+            Op::FenceLat | Op::LockUnlockLat | Op::PscwLat | Op::LockAllLat
+        )
     }
 
     /// Whether the pattern writes (its last value is checked at the target).

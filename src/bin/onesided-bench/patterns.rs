@@ -88,6 +88,31 @@ impl<'w> Origin<'w> {
         Ok(())
     }
 
+    /// The wire work of an uncontended shared lock of `rank` alone, an 8 B
+    /// put and the unlock, as `lock_all`, put and `unlock_all` do it per
+    /// target: fetch-add (reader), put, flush, fetch-add (release), on
+    /// bytes 8..16 of the target's window (left unchanged).
+    fn raw_lock_all(&mut self, rank: usize) -> onesided::Result<()> {
+        let world = self.world;
+        let t = world.bench_transport();
+        let base = self.remote(rank)?;
+        let word = RemoteAddr {
+            addr: base.addr + 8,
+            key: base.key,
+        };
+        let sum = Atomic {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U64,
+            count: 1,
+        };
+        let mut old = [0u8; 8];
+        t.fetch_atomic(rank, sum, &1u64.to_ne_bytes(), &mut old, word)?;
+        self.put1(Mode::Raw, rank, 8)?;
+        self.raw_flush(rank)?;
+        t.fetch_atomic(rank, sum, &u64::MAX.to_ne_bytes(), &mut old, word)?;
+        Ok(())
+    }
+
     /// The wire work of an uncontended exclusive lock + 8 B put + unlock of
     /// rank 1, on the transport: fetch-add (announce) and compare-and-swap
     /// (take), put, flush, fetch-add (release). The word is bytes 8..16 of
@@ -248,6 +273,14 @@ impl<'w> Origin<'w> {
                         self.win.unlock(1)?;
                     }
                     Mode::Raw => self.raw_lock_unlock()?,
+                },
+                Op::LockAllLat => match mode {
+                    Mode::Onesided => {
+                        self.win.lock_all()?;
+                        self.put1(mode, n - 1, 8)?;
+                        self.win.unlock_all()?;
+                    }
+                    Mode::Raw => self.raw_lock_all(n - 1)?,
                 },
                 Op::PutPingpong => {
                     let s = self.put1(mode, 1, 8).map(|()| self.last_stamp[1])?;
