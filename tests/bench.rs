@@ -87,6 +87,7 @@ fn bench_raw_atomics_skipped_where_the_backend_has_none() {
         "cas_lat",
         "lock_unlock_lat",
         "pscw_lat",
+        "lock_all_lat",
     ];
     let mut cmd = Command::new(common::onesided_run());
     cmd.args(["-n", "2", "--provider", "net", BENCH])
