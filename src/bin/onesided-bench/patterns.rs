@@ -93,24 +93,39 @@ impl<'w> Origin<'w> {
     /// target: fetch-add (reader), put, flush, fetch-add (release), on
     /// bytes 8..16 of the target's window (left unchanged).
     fn raw_lock_all(&mut self, rank: usize) -> onesided::Result<()> {
-        let world = self.world;
-        let t = world.bench_transport();
+        let word = self.raw_lock_word(rank)?;
+        self.raw_word_add(rank, word, 1)?;
+        self.put1(Mode::Raw, rank, 8)?;
+        self.raw_flush(rank)?;
+        self.raw_word_add(rank, word, u64::MAX)?;
+        Ok(())
+    }
+
+    /// Bytes 8..16 of `rank`'s window: the raw lock patterns' lock word.
+    fn raw_lock_word(&mut self, rank: usize) -> onesided::Result<RemoteAddr> {
         let base = self.remote(rank)?;
-        let word = RemoteAddr {
+        Ok(RemoteAddr {
             addr: base.addr + 8,
             key: base.key,
-        };
+        })
+    }
+
+    /// Transport fetch-add of `delta` on `word` at `rank`; the old value.
+    fn raw_word_add(&self, rank: usize, word: RemoteAddr, delta: u64) -> onesided::Result<u64> {
         let sum = Atomic {
             op: AtomicOp::Sum,
             datatype: Datatype::U64,
             count: 1,
         };
         let mut old = [0u8; 8];
-        t.fetch_atomic(rank, sum, &1u64.to_ne_bytes(), &mut old, word)?;
-        self.put1(Mode::Raw, rank, 8)?;
-        self.raw_flush(rank)?;
-        t.fetch_atomic(rank, sum, &u64::MAX.to_ne_bytes(), &mut old, word)?;
-        Ok(())
+        self.world.bench_transport().fetch_atomic(
+            rank,
+            sum,
+            &delta.to_ne_bytes(),
+            &mut old,
+            word,
+        )?;
+        Ok(u64::from_ne_bytes(old))
     }
 
     /// The wire work of an uncontended exclusive lock + 8 B put + unlock of
@@ -120,25 +135,21 @@ impl<'w> Origin<'w> {
     /// the release undoes the add, so the window ends unchanged.
     fn raw_lock_unlock(&mut self) -> onesided::Result<()> {
         const DELTA: u64 = 1 << 32;
-        let world = self.world;
-        let t = world.bench_transport();
-        let base = self.remote(1)?;
-        let word = RemoteAddr {
-            addr: base.addr + 8,
-            key: base.key,
-        };
-        let sum = Atomic {
-            op: AtomicOp::Sum,
-            datatype: Datatype::U64,
-            count: 1,
-        };
-        let mut old = [0u8; 8];
-        t.fetch_atomic(1, sum, &DELTA.to_ne_bytes(), &mut old, word)?;
-        let seen = u64::from_ne_bytes(old).wrapping_add(DELTA).to_ne_bytes();
-        t.compare_atomic(1, Datatype::U64, &seen, &seen, &mut old, word)?;
+        let word = self.raw_lock_word(1)?;
+        let old = self.raw_word_add(1, word, DELTA)?;
+        let seen = old.wrapping_add(DELTA).to_ne_bytes();
+        let mut got = [0u8; 8];
+        self.world.bench_transport().compare_atomic(
+            1,
+            Datatype::U64,
+            &seen,
+            &seen,
+            &mut got,
+            word,
+        )?;
         self.put1(Mode::Raw, 1, 8)?;
         self.raw_flush(1)?;
-        t.fetch_atomic(1, sum, &DELTA.wrapping_neg().to_ne_bytes(), &mut old, word)?;
+        self.raw_word_add(1, word, DELTA.wrapping_neg())?;
         Ok(())
     }
 
