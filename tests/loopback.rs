@@ -1301,3 +1301,77 @@ fn lock_all_per_target() {
         );
     }
 }
+
+/// Threads sharing one per-target lock epoch on the software lock path:
+/// rank 0 locks rank 1 (lazily: nothing sent) while rank 1 holds its own
+/// exclusive lock. Thread A's `get` starts acquiring (its request is
+/// queued); only then thread B puts 512 bytes (too large to carry in the
+/// lock message) to the other half. B's put must wait for the grant like A's get: rank 1
+/// checks that its memory stays untouched while it holds the exclusive
+/// lock (for 200 ms once A's request is queued), and afterwards that B's
+/// bytes landed and A read the bytes from before.
+#[test]
+fn lock_shared_by_threads_waits_for_the_grant() {
+    let mut c = config(Mode::Software);
+    c.ops.mode = AggregateMode::Off;
+    run_with(c, 2, "per-target lock shared by threads", |w| {
+        const N: usize = 128;
+        const H: usize = N / 2;
+        let mut win = Window::<u64>::allocate(w, N)?;
+        let before: Vec<u64> = (0..N as u64).map(|i| 7 + i).collect();
+        let data: Vec<u64> = (0..N as u64).map(|i| 1000 + i).collect();
+        if w.rank() == 1 {
+            win.lock(1, LockType::Exclusive, Assert::NONE)?;
+            win.put(1, 0, &before)?;
+            win.flush(1)?;
+        }
+        w.barrier()?;
+        if w.rank() == 1 {
+            let start = std::time::Instant::now();
+            while w.stats().locks.queued == 0 {
+                assert!(start.elapsed() < Duration::from_secs(60), "A never queued");
+                std::thread::yield_now();
+            }
+            let seen = std::time::Instant::now();
+            while seen.elapsed() < Duration::from_millis(200) {
+                let now = win.local_to_vec()?;
+                assert_eq!(
+                    now, before,
+                    "rank 1's memory changed while it held its exclusive lock"
+                );
+                std::thread::yield_now();
+            }
+            win.unlock(1)?;
+        } else {
+            let sent = w.stats().active_messages.requests;
+            win.lock(1, LockType::Exclusive, Assert::NONE)?;
+            std::thread::scope(|s| -> onesided::Result<()> {
+                let a = s.spawn(|| -> onesided::Result<Vec<u64>> {
+                    let mut out = vec![0u64; H];
+                    win.get(1, 0, &mut out)?;
+                    Ok(out)
+                });
+                // A's acquire request is out: its lock is being acquired.
+                let start = std::time::Instant::now();
+                while w.stats().active_messages.requests == sent && !a.is_finished() {
+                    assert!(start.elapsed() < Duration::from_secs(60), "A never sent");
+                    std::thread::yield_now();
+                }
+                let b = s.spawn(|| win.put(1, H, &data[H..]));
+                b.join().expect("thread B")?;
+                let got = a.join().expect("thread A")?;
+                assert_eq!(got, before[..H], "A's get ran after rank 1's epoch");
+                Ok(())
+            })?;
+            win.unlock(1)?;
+        }
+        w.barrier()?;
+        if w.rank() == 1 {
+            let now = win.local_to_vec()?;
+            assert_eq!(now[..H], before[..H], "untouched half");
+            assert_eq!(now[H..], data[H..], "B's put landed");
+        }
+        w.barrier()?;
+        win.free()
+    });
+}

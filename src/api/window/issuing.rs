@@ -16,7 +16,10 @@
 //!   makes every running thread pass a full memory barrier, then reads the
 //!   counter (the scheme of liburcu's and Folly's asymmetric fences). Where
 //!   the kernel offers neither (probed once per process), the owner
-//!   registers as every other thread does.
+//!   registers as every other thread does. Should `membarrier` fail after
+//!   a successful probe, the owner's count cannot be trusted: that retreat
+//!   is refused with an error (the locks stay held for `unlock_all`) and
+//!   from then on owners register as every other thread does.
 //! * **Every other thread**, and the mutex path: a shared counter,
 //!   incremented (`SeqCst`) before the permit is read again and decremented
 //!   after the operation is posted.
@@ -27,8 +30,10 @@
 //! zero.
 
 use std::cell::Cell;
-use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
 
 /// Registrations of one window (see the module doc).
 #[derive(Debug, Default)]
@@ -103,13 +108,23 @@ fn heavy_fence_command() -> Option<rustix::thread::MembarrierCommand> {
     })
 }
 
+/// Set when `membarrier(2)` failed after the probe: owners count as the
+/// other threads do from then on.
+static HEAVY_FENCE_FAILED: AtomicBool = AtomicBool::new(false);
+
 fn heavy_fence_available() -> bool {
-    heavy_fence_command().is_some()
+    heavy_fence_command().is_some() && !HEAVY_FENCE_FAILED.load(Ordering::Relaxed)
 }
 
-/// Every running thread of the process passes a full memory barrier.
-fn heavy_fence() -> bool {
-    heavy_fence_command().is_some_and(|c| rustix::thread::membarrier(c).is_ok())
+/// Every running thread of the process passes a full memory barrier; the
+/// error of `membarrier(2)` otherwise.
+fn heavy_fence() -> std::result::Result<(), rustix::io::Errno> {
+    let Some(c) = heavy_fence_command() else {
+        return Err(rustix::io::Errno::NOSYS);
+    };
+    rustix::thread::membarrier(c).inspect_err(|_| {
+        HEAVY_FENCE_FAILED.store(true, Ordering::Relaxed);
+    })
 }
 
 impl Registrations {
@@ -152,24 +167,31 @@ impl Registrations {
     /// After the permit was revoked (`SeqCst` store): whether operations
     /// that read the old permit may still be posting. `fenced` says whether
     /// this retreat already ran the heavy fence; it runs it on first need.
-    pub(super) fn posting(&self, fenced: &mut bool) -> bool {
+    ///
+    /// # Errors
+    ///
+    /// `membarrier(2)` failed (after the probe said it works): the owner's
+    /// operations cannot be ordered, the retreat must not release.
+    pub(super) fn posting(&self, fenced: &mut bool) -> Result<bool> {
         if self.others.load(Ordering::SeqCst) != 0 {
-            return true;
+            return Ok(true);
         }
         let owner = self.owner.load(Ordering::Relaxed);
         if owner == 0 || owner == thread_token() {
             // The owner itself retreats: none of its operations is posting.
-            return false;
+            return Ok(false);
         }
         if !*fenced {
-            if !heavy_fence() {
-                // Cannot happen after a successful probe; be safe: wait
-                // for the owner's count as read.
-                std::sync::atomic::fence(Ordering::SeqCst);
-            }
+            heavy_fence().map_err(|e| Error::Io {
+                context: "membarrier(2), ordering the lock_all owner thread's operations \
+                          before another thread's retreat (the locks stay held; later \
+                          epochs count the owner's operations instead)"
+                    .into(),
+                source: std::io::Error::from_raw_os_error(e.raw_os_error()),
+            })?;
             *fenced = true;
         }
-        self.owner_posting.load(Ordering::Acquire) != 0
+        Ok(self.owner_posting.load(Ordering::Acquire) != 0)
     }
 }
 
@@ -181,12 +203,12 @@ mod tests {
     fn registrations_count_until_dropped() {
         let r = Registrations::default();
         let mut fenced = false;
-        assert!(!r.posting(&mut fenced), "nothing registered");
+        assert!(!r.posting(&mut fenced).unwrap(), "nothing registered");
         // Another thread's epoch: this thread counts in the shared counter.
         r.owner.store(u64::MAX, Ordering::Relaxed);
         let g = r.register(|| true).expect("allowed");
         assert!(matches!(g, Issuing::Counted(_)));
-        assert!(r.posting(&mut fenced));
+        assert!(r.posting(&mut fenced).unwrap());
         drop(g);
         assert!(r.register(|| false).is_none(), "revoked: mutex path");
         assert_eq!(r.others.load(Ordering::SeqCst), 0, "a refused registration is undone");
@@ -200,7 +222,7 @@ mod tests {
             std::thread::scope(|s| {
                 s.spawn(|| {
                     let mut fenced = false;
-                    assert!(r.posting(&mut fenced), "the owner is posting");
+                    assert!(r.posting(&mut fenced).unwrap(), "the owner is posting");
                     assert!(fenced, "after the heavy fence");
                 });
             });
@@ -208,6 +230,6 @@ mod tests {
         drop(g);
         assert_eq!(r.owner_posting.load(Ordering::Relaxed), 0);
         let mut fenced = false;
-        assert!(!r.posting(&mut fenced));
+        assert!(!r.posting(&mut fenced).unwrap());
     }
 }

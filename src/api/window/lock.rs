@@ -460,7 +460,15 @@ impl<T: Element> Window<'_, T> {
         let t = self.world.transport();
         let mut done = Ok(());
         let mut fenced = false;
-        while self.issuing.posting(&mut fenced) {
+        loop {
+            match self.issuing.posting(&mut fenced) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => {
+                    done = Err(e);
+                    break;
+                }
+            }
             if let Err(e) = wait.pause(|| t.progress()) {
                 done = Err(e);
                 break;

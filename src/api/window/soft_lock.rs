@@ -82,7 +82,13 @@ pub(super) struct SoftLock<T> {
     pub(super) exposure: Option<LockEntry>,
     /// Lazy targets not acquired yet (only locked ones: a short list).
     pending: Mutex<Vec<Pending<T>>>,
+    /// Entries in `pending` (read without its mutex).
     count: AtomicUsize,
+    /// Held while pending locks are being acquired (`settle_upto`).
+    settling: Mutex<()>,
+    /// Acquisitions under way: raised under `settling` before an entry
+    /// leaves `pending`, lowered once its lock is granted or refused.
+    inflight: AtomicUsize,
     /// Peers can load/store our memory: lock eagerly.
     eager: bool,
 }
@@ -93,6 +99,8 @@ impl<T> SoftLock<T> {
             exposure: Some(exposure),
             pending: Mutex::new(Vec::new()),
             count: AtomicUsize::new(0),
+            settling: Mutex::new(()),
+            inflight: AtomicUsize::new(0),
             eager,
         }
     }
@@ -200,9 +208,12 @@ impl<T: Element> Window<'_, T> {
         Ok(())
     }
 
+    /// A lock is pending or being acquired. `count` is read first: an
+    /// acquisition raises `inflight` before its entry leaves the list.
     fn any_pending(&self) -> bool {
-        self.soft()
-            .is_some_and(|s| s.count.load(Ordering::Acquire) != 0)
+        self.soft().is_some_and(|s| {
+            s.count.load(Ordering::Acquire) != 0 || s.inflight.load(Ordering::Acquire) != 0
+        })
     }
 
     /// Removes `rank`'s pending entry (keeping the others in lock order).
@@ -226,9 +237,26 @@ impl<T: Element> Window<'_, T> {
     /// keeps a program that locks several targets in a fixed order
     /// deadlock-free: a lock is never acquired while one locked later is
     /// held. A lock that cannot be acquired is dropped from the epoch (its
-    /// `unlock` is then refused).
+    /// `unlock` is then refused). `rank` not pending: returns at once, or
+    /// once another thread's acquisition under way is over.
     fn settle_upto(&self, rank: Option<usize>) -> Result<()> {
-        loop {
+        let Some(s) = self.soft() else {
+            return Ok(());
+        };
+        if let Some(r) = rank {
+            let list = self.pending_list()?;
+            if !list.iter().any(|p| p.rank == r) {
+                // Read under the list's mutex: an acquisition that took
+                // `r` off the list has raised `inflight` before.
+                let busy = s.inflight.load(Ordering::Acquire) != 0;
+                drop(list);
+                return if busy { self.await_settled(r) } else { Ok(()) };
+            }
+        }
+        let gate = s.settling.lock().map_err(|_| self.gate_poisoned())?;
+        let mut replays = Vec::new();
+        let mut first = true;
+        let outcome = loop {
             let (p, last) = {
                 let mut list = self.pending_list()?;
                 let upto = match rank {
@@ -236,34 +264,73 @@ impl<T: Element> Window<'_, T> {
                     None => list.len().checked_sub(1),
                 };
                 let Some(upto) = upto else {
-                    return Ok(());
+                    // Acquired by another thread while we waited for the gate.
+                    drop(list);
+                    break match rank {
+                        Some(r) if first => self.check_settled(r),
+                        _ => Ok(()),
+                    };
                 };
+                s.inflight.fetch_add(1, Ordering::AcqRel);
                 let p = list.remove(0);
-                if let Some(s) = self.soft() {
-                    s.count.fetch_sub(1, Ordering::AcqRel);
-                }
+                s.count.fetch_sub(1, Ordering::AcqRel);
                 (p, upto == 0)
             };
+            first = false;
             let r = p.rank;
-            if let Err(e) = self.settle(p) {
-                self.epoch()?.lock_failed(r);
-                return Err(e);
+            let op = p.stash.as_ref().map_or(Carried::None, Stash::carried);
+            let taken = self.soft_take(r, p.kind, op, false);
+            let taken = match taken {
+                Err(e) => {
+                    let recorded = self.epoch().map(|mut state| state.lock_failed(r));
+                    s.inflight.fetch_sub(1, Ordering::AcqRel);
+                    break recorded.and(Err(e));
+                }
+                Ok(applied) => applied,
+            };
+            s.inflight.fetch_sub(1, Ordering::AcqRel);
+            if !taken {
+                // Queued, then granted by a poll: the stash goes the long way.
+                replays.push((r, p.stash));
             }
             if last {
-                return Ok(());
+                break Ok(());
             }
+        };
+        drop(gate);
+        for (r, stash) in replays {
+            self.replay(r, stash)?;
         }
+        outcome
     }
 
-    /// Acquires `p`'s lock carrying its stash; replays the stash through the
-    /// normal path if the request was queued instead.
-    fn settle(&self, p: Pending<T>) -> Result<()> {
-        let op = p.stash.as_ref().map_or(Carried::None, Stash::carried);
-        let applied = self.soft_take(p.rank, p.kind, op, false)?;
-        if !applied {
-            self.replay(p.rank, p.stash)?;
+    /// Waits for another thread's acquisition under way, then
+    /// [`Window::check_settled`].
+    fn await_settled(&self, rank: usize) -> Result<()> {
+        if let Some(s) = self.soft() {
+            drop(s.settling.lock().map_err(|_| self.gate_poisoned())?);
         }
-        Ok(())
+        self.check_settled(rank)
+    }
+
+    /// `rank`'s lock, no longer pending, was acquired (not dropped from the
+    /// epoch by a failed acquisition).
+    fn check_settled(&self, rank: usize) -> Result<()> {
+        if self.epoch()?.locks.holds(rank) {
+            return Ok(());
+        }
+        Err(Error::Epoch {
+            window: self.id,
+            op: "lock",
+            state: format!(
+                "of rank {}: acquiring the lock failed in another thread of this process",
+                self.window_rank(rank)
+            ),
+        })
+    }
+
+    fn gate_poisoned(&self) -> Error {
+        Error::InvalidArgument(format!("window {}: lock acquisition poisoned", self.id))
     }
 
     /// Replays the stash through the public operations (`rank` is a world
@@ -328,6 +395,9 @@ impl<T: Element> Window<'_, T> {
         {
             let mut list = self.pending_list()?;
             let Some(p) = list.iter_mut().find(|p| p.rank == rank) else {
+                // Not pending; perhaps being acquired by another thread.
+                drop(list);
+                self.settle_upto(Some(rank))?;
                 return Ok(false);
             };
             if fits && p.stash.is_none() {
