@@ -9,6 +9,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
+use crate::stats::Counter;
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
@@ -57,8 +58,8 @@ type Entry = Arc<Memory<'static>>;
 pub struct Mappings {
     lru: Mutex<LruCache<(u64, usize), Entry>>,
     capacity: usize,
-    direct_ops: AtomicU64,
-    cpu_atomics: AtomicU64,
+    direct_ops: Counter,
+    cpu_atomics: Counter,
     maps: AtomicU64,
     evictions: AtomicU64,
 }
@@ -70,8 +71,8 @@ impl Mappings {
         Mappings {
             lru: Mutex::new(LruCache::new(cap)),
             capacity: cap.get(),
-            direct_ops: AtomicU64::new(0),
-            cpu_atomics: AtomicU64::new(0),
+            direct_ops: Counter::default(),
+            cpu_atomics: Counter::default(),
             maps: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
         }
@@ -150,18 +151,18 @@ impl Mappings {
     }
 
     pub(crate) fn count_direct(&self) {
-        self.direct_ops.fetch_add(1, Ordering::Relaxed);
+        self.direct_ops.bump();
     }
 
     pub(crate) fn count_atomic(&self) {
-        self.cpu_atomics.fetch_add(1, Ordering::Relaxed);
+        self.cpu_atomics.bump();
     }
 
     /// Current counters.
     pub fn stats(&self) -> ShmStats {
         ShmStats {
-            direct_ops: self.direct_ops.load(Ordering::Relaxed),
-            cpu_atomics: self.cpu_atomics.load(Ordering::Relaxed),
+            direct_ops: self.direct_ops.get(),
+            cpu_atomics: self.cpu_atomics.get(),
             maps: self.maps.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             mapped: self.lru.lock().map(|c| c.len()).unwrap_or(0),

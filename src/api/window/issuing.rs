@@ -29,11 +29,11 @@
 //! counted in one of the two counters, and the retreat waits for both to be
 //! zero.
 
-use std::cell::Cell;
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
+use crate::stats::thread_token;
 
 /// Registrations of one window (see the module doc).
 #[derive(Debug, Default)]
@@ -71,21 +71,6 @@ impl Drop for Issuing<'_> {
             }
         }
     }
-}
-
-thread_local! {
-    static TOKEN: Cell<u64> = const { Cell::new(0) };
-}
-
-/// A number unique to the calling thread (never 0).
-fn thread_token() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    TOKEN.with(|t| {
-        if t.get() == 0 {
-            t.set(NEXT.fetch_add(1, Ordering::Relaxed));
-        }
-        t.get()
-    })
 }
 
 /// Which `membarrier(2)` command serves as the heavy fence here (probed

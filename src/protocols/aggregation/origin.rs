@@ -469,7 +469,9 @@ impl Aggregation {
         let mut first = None;
         // See [`Aggregation`]: clear before draining, so that anything
         // queued from here on sets it again.
-        if self.queued.swap(false, Ordering::AcqRel) {
+        // A load first: nothing queued (the common case) needs no RMW. A
+        // queue that happened before this call is visible to the load.
+        if self.queued.load(Ordering::Acquire) && self.queued.swap(false, Ordering::AcqRel) {
             while let Some(t) = self.take_target(o, None)? {
                 if let Err(e) = self.ship(o, t) {
                     first.get_or_insert(e);

@@ -3,11 +3,10 @@
 //! One count per libfabric operation accepted by the provider: a transfer
 //! larger than the provider's `max_msg_size`, or an atomic with more
 //! elements than one call takes, counts once per chunk; a post the provider
-//! refused counts nothing. Relaxed atomics: the counts are statistics, not
-//! synchronization.
+//! refused counts nothing. [`Counter`]s: statistics, not synchronization,
+//! and no locked instruction for the usual single posting thread.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
+use crate::stats::Counter;
 use crate::transport::TransportStats;
 
 /// What [`Counters::posted`] counts.
@@ -24,12 +23,12 @@ pub enum Kind {
 /// Operations and bytes posted, by kind.
 #[derive(Default)]
 pub struct Counters {
-    writes: AtomicU64,
-    reads: AtomicU64,
-    atomics: AtomicU64,
-    bytes_written: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_atomic: AtomicU64,
+    writes: Counter,
+    reads: Counter,
+    atomics: Counter,
+    bytes_written: Counter,
+    bytes_read: Counter,
+    bytes_atomic: Counter,
 }
 
 impl Counters {
@@ -40,13 +39,13 @@ impl Counters {
             Kind::Read => (&self.reads, &self.bytes_read),
             Kind::Atomic => (&self.atomics, &self.bytes_atomic),
         };
-        ops.fetch_add(1, Ordering::Relaxed);
-        moved.fetch_add(bytes as u64, Ordering::Relaxed);
+        ops.bump();
+        moved.add(bytes as u64);
     }
 
     /// Writes the counts so far into `stats`.
     pub fn fill(&self, stats: &mut TransportStats) {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let get = Counter::get;
         stats.writes = get(&self.writes);
         stats.reads = get(&self.reads);
         stats.atomics = get(&self.atomics);

@@ -37,6 +37,7 @@ use super::staging::{Staging, SLOT_BYTES};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::progress::wait::Waiter;
+use crate::stats::Counter;
 use crate::transport::inflight::Sink;
 use crate::transport::{
     Atomic, AtomicOp, Caps, Completion, Datatype, InFlight, Memory, Receiver, Registration,
@@ -48,19 +49,19 @@ const HANDSHAKE_BUFFERS: usize = 32;
 /// Send queue depth of each RC queue pair.
 const SEND_WR: u32 = 1024;
 
-/// Counters (relaxed: statistics only).
+/// Counters (statistics only; the per-operation ones are [`Counter`]s).
 #[derive(Default)]
 pub(super) struct Counters {
-    pub writes: AtomicU64,
-    pub reads: AtomicU64,
-    pub atomics: AtomicU64,
-    pub fetch_add: AtomicU64,
-    pub compare_swap: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub sends: AtomicU64,
-    pub send_bytes: AtomicU64,
-    pub received: AtomicU64,
+    pub writes: Counter,
+    pub reads: Counter,
+    pub atomics: Counter,
+    pub fetch_add: Counter,
+    pub compare_swap: Counter,
+    pub bytes_written: Counter,
+    pub bytes_read: Counter,
+    pub sends: Counter,
+    pub send_bytes: Counter,
+    pub received: Counter,
     pub dropped: AtomicU64,
     pub connections: AtomicU64,
     pub reconnections: AtomicU64,
@@ -468,7 +469,7 @@ impl VerbsTransport {
             self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        self.counters.received.fetch_add(1, Ordering::Relaxed);
+        self.counters.received.bump();
         if let Some((to, n)) = receiver.receive(&mut buf, len) {
             let reply = buf.get(..n).unwrap_or(&[]);
             let sent = if self.is_connected(to) {
@@ -500,10 +501,8 @@ impl VerbsTransport {
         let slot = self.take_slot()?;
         self.staging.fill(slot, bytes)?;
         let local = self.staging.local(slot, bytes.len())?;
-        self.counters.sends.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .send_bytes
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.counters.sends.bump();
+        self.counters.send_bytes.add(bytes.len() as u64);
         self.post_op(
             &qp,
             generation,
@@ -571,10 +570,8 @@ impl VerbsTransport {
     }
 
     fn count_write(&self, n: usize) {
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_written
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.counters.writes.bump();
+        self.counters.bytes_written.add(n as u64);
     }
 
     fn op(&self, target: usize, generation: u16, kind: OpKind, slot: Option<usize>, sink: Sink) -> Op {
@@ -616,10 +613,8 @@ impl VerbsTransport {
                 addr: src.addr.wrapping_add(off as u64),
                 key: src.key,
             };
-            self.counters.reads.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .bytes_read
-                .fetch_add(n as u64, Ordering::Relaxed);
+            self.counters.reads.bump();
+            self.counters.bytes_read.add(n as u64);
             let mut op = self.op(target, generation, OpKind::Read, Some(slot), dst.sink());
             op.at = base + off;
             op.copy = n;
@@ -670,8 +665,8 @@ impl VerbsTransport {
                 op.copy = 8;
                 op.atomic_result = true;
             }
-            self.counters.atomics.fetch_add(1, Ordering::Relaxed);
-            self.counters.fetch_add.fetch_add(1, Ordering::Relaxed);
+            self.counters.atomics.bump();
+            self.counters.fetch_add.bump();
             self.post_op(&qp, generation, op, |qp, id| qp.post_fetch_add(id, local, at, add))?;
         }
         Ok(())
@@ -751,20 +746,20 @@ impl Transport for VerbsTransport {
         TransportStats {
             ops_in_flight: self.ops.in_flight(),
             rejected_completions: self.ops.rejected(),
-            sends: l(&c.sends),
-            send_bytes: l(&c.send_bytes),
-            messages_received: l(&c.received),
+            sends: c.sends.get(),
+            send_bytes: c.send_bytes.get(),
+            messages_received: c.received.get(),
             messages_dropped: l(&c.dropped),
             op_slots: self.ops.capacity(),
             op_slots_exhausted: self.ops.exhausted(),
-            writes: l(&c.writes),
-            reads: l(&c.reads),
-            atomics: l(&c.atomics),
-            bytes_written: l(&c.bytes_written),
-            bytes_read: l(&c.bytes_read),
-            bytes_atomic: 8 * l(&c.atomics),
-            nic_fetch_add: l(&c.fetch_add),
-            nic_compare_swap: l(&c.compare_swap),
+            writes: c.writes.get(),
+            reads: c.reads.get(),
+            atomics: c.atomics.get(),
+            bytes_written: c.bytes_written.get(),
+            bytes_read: c.bytes_read.get(),
+            bytes_atomic: 8 * c.atomics.get(),
+            nic_fetch_add: c.fetch_add.get(),
+            nic_compare_swap: c.compare_swap.get(),
             connections: l(&c.connections),
             reconnections: l(&c.reconnections),
             srq_limit_events: l(&c.srq_limit_events),
@@ -960,8 +955,8 @@ impl Transport for VerbsTransport {
             let mut op = self.op(target, generation, OpKind::CmpSwap, Some(slot), b.sink());
             op.copy = 8;
             op.atomic_result = true;
-            self.counters.atomics.fetch_add(1, Ordering::Relaxed);
-            self.counters.compare_swap.fetch_add(1, Ordering::Relaxed);
+            self.counters.atomics.bump();
+            self.counters.compare_swap.bump();
             self.post_op(&qp, generation, op, |qp, id| qp.post_cmp_swap(id, local, dst, c, s))
         })
     }
