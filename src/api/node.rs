@@ -12,11 +12,13 @@
 //!   them. Windows carry `FLAG_CPU_SYNC` so ranks that disagree (a
 //!   different `ONESIDED_SHM`) get an error instead of broken locks.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::world::World;
 use crate::bootstrap::Bootstrap;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::transport::{cpu_atomic, shm, Atomic, AtomicOp, Datatype, Memory};
+use crate::transport::{shm, Memory};
 
 /// Mapping-cache key of control regions (window ids start at 1).
 const CTRL_WINDOW: u64 = 0;
@@ -90,18 +92,13 @@ impl World {
         })
     }
 
-    /// Fetch-and-add on the u64 at byte `off` of `rank`'s control region.
+    /// Fetch-and-add on the u64 at byte `off` of `rank`'s control region
+    /// (one `lock xadd`: the sync words are plain u64s, no need for the
+    /// general accumulate's dispatch).
     pub(crate) fn ctrl_fetch_add(&self, rank: usize, off: usize, delta: u64) -> Result<u64> {
-        let what = Atomic {
-            op: AtomicOp::Sum,
-            datatype: Datatype::U64,
-            count: 1,
-        };
-        let mut old = [0u8; 8];
         self.ctrl_word(rank, |m| {
-            cpu_atomic::accumulate(m, off, what, &delta.to_ne_bytes(), Some(&mut old))
-        })?;
-        Ok(u64::from_ne_bytes(old))
+            Ok(m.cells::<AtomicU64>(off, 1)?[0].fetch_add(delta, Ordering::AcqRel))
+        })
     }
 
     /// Compare-and-swap on the u64 at byte `off` of `rank`'s control region.
@@ -112,11 +109,13 @@ impl World {
         compare: u64,
         swap: u64,
     ) -> Result<u64> {
-        let mut old = [0u8; 8];
         self.ctrl_word(rank, |m| {
-            let (c, s) = (compare.to_ne_bytes(), swap.to_ne_bytes());
-            cpu_atomic::compare_swap(m, off, Datatype::U64, &c, &s, &mut old)
-        })?;
-        Ok(u64::from_ne_bytes(old))
+            let word = &m.cells::<AtomicU64>(off, 1)?[0];
+            Ok(
+                match word.compare_exchange(compare, swap, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(old) | Err(old) => old,
+                },
+            )
+        })
     }
 }

@@ -54,6 +54,14 @@ impl Locks {
         self.get(rank).is_some_and(|h| h.held)
     }
 
+    /// The entry, when there is exactly one.
+    pub fn only(&self) -> Option<&Held> {
+        match self.entries.as_slice() {
+            [h] => Some(h),
+            _ => None,
+        }
+    }
+
     /// Whether any lock is acquired.
     pub fn any_held(&self) -> bool {
         self.entries.iter().any(|h| h.held)

@@ -10,8 +10,9 @@
 //! Invariants (relied on by `api::window`):
 //! * The atomic is written only while the state mutex is held, after every
 //!   change of the state, with `permit()` of the new state (the window's
-//!   epoch guard does it when it is dropped, before it unlocks). So a value
-//!   read from it was the exact summary of the state at some moment.
+//!   epoch guard does it when it is dropped, before it unlocks; it skips
+//!   the store when the value is unchanged). So a value read from it was
+//!   the exact summary of the state at some moment.
 //! * A permit never allows what the state refuses at the moment it was
 //!   stored. An operation that reads a permit and then runs races with a
 //!   concurrent epoch change exactly as it would with the mutex, which is
@@ -109,9 +110,13 @@ impl Permit {
             return Permit::NONE;
         }
         if !locks.is_empty() {
-            // Per-target locks (`lock.rs`) take the mutex path: their
-            // operations are dominated by the lock's own round trips.
-            return Permit::NONE;
+            // One per-target lock held (the usual lock/op/unlock epoch):
+            // its operations and flushes change no state. Several locks,
+            // or one still being acquired, take the mutex path.
+            return match locks.only() {
+                Some(h) if h.held => Permit::one(h.rank, true),
+                _ => Permit::NONE,
+            };
         }
         match mode {
             Epoch::LockAll if nocheck => Permit::all(true),
@@ -139,5 +144,26 @@ mod tests {
         let o = Permit::one(7, true);
         assert!(o.covers(7) && !o.covers(6) && !o.covers(8) && o.flushes(7));
         assert_eq!(Permit::one(usize::MAX, true), Permit::NONE);
+    }
+
+    #[test]
+    fn one_held_lock_goes_lock_free() {
+        use super::super::locks::{Held, LockType};
+        let mut locks = Locks::default();
+        let pscw = Pscw::default();
+        let h = |rank, held| Held {
+            rank,
+            kind: LockType::Exclusive,
+            nocheck: false,
+            held,
+        };
+        locks.insert(h(5, false));
+        let of = |l: &Locks| Permit::of(Epoch::Idle, l, None, false, &pscw);
+        assert_eq!(of(&locks), Permit::NONE, "still being acquired");
+        locks.set_held(5);
+        assert_eq!(of(&locks), Permit::one(5, true));
+        assert!(!of(&locks).is_guarded());
+        locks.insert(h(6, true));
+        assert_eq!(of(&locks), Permit::NONE, "two locks: the mutex path");
     }
 }

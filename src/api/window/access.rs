@@ -210,8 +210,21 @@ impl DerefMut for EpochGuard<'_> {
 
 impl Drop for EpochGuard<'_> {
     fn drop(&mut self) {
-        // `state` (the mutex guard) drops after this body: still locked.
-        // SeqCst: a retreat's revocation pairs with `Window::register`.
-        self.permit.store(self.state.permit().0, Ordering::SeqCst);
+        // `state` (the mutex guard) drops after this body: still locked,
+        // so only this thread writes the atomic now.
+        let new = self.state.permit().0;
+        let old = self.permit.load(Ordering::Relaxed);
+        if new == old {
+            return;
+        }
+        // Revoking a guarded permit (a retreat) pairs with
+        // `Window::register` (Dekker): SeqCst. Otherwise Release suffices
+        // (a plain store on x86_64, where SeqCst is an `xchg`).
+        let order = if Permit(old).is_guarded() {
+            Ordering::SeqCst
+        } else {
+            Ordering::Release
+        };
+        self.permit.store(new, order);
     }
 }

@@ -113,7 +113,9 @@ const MAX_SLEEP: Duration = Duration::from_micros(500);
 /// Bounded exponential backoff that drives progress and honours the
 /// configured timeout.
 pub(super) struct Backoff<'w> {
-    start: Instant,
+    /// Taken at the first pause: an acquisition granted at once reads no
+    /// clock.
+    start: Option<Instant>,
     sleep: Duration,
     limit: Option<Duration>,
     what: &'w dyn Fn() -> String,
@@ -121,8 +123,9 @@ pub(super) struct Backoff<'w> {
 
 impl Backoff<'_> {
     pub(super) fn pause(&mut self, progress: impl Fn() -> Result<usize>) -> Result<()> {
+        let start = *self.start.get_or_insert_with(Instant::now);
         if let Some(limit) = self.limit {
-            if self.start.elapsed() > limit {
+            if start.elapsed() > limit {
                 return Err(Error::timeout((self.what)(), limit.as_secs()));
             }
         }
@@ -205,7 +208,7 @@ impl<T: Element> Window<'_, T> {
 
     pub(super) fn backoff<'w>(&self, what: &'w dyn Fn() -> String) -> Backoff<'w> {
         Backoff {
-            start: Instant::now(),
+            start: None,
             sleep: FIRST_SLEEP,
             limit: self.world.config.timeout,
             what,
