@@ -13,6 +13,7 @@
 //!   different `ONESIDED_SHM`) get an error instead of broken locks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::world::World;
 use crate::bootstrap::Bootstrap;
@@ -64,11 +65,21 @@ impl World {
         rank: usize,
         f: impl FnOnce(&Memory<'_>) -> Result<R>,
     ) -> Result<Option<R>> {
-        if !self.config.shm || !self.node.is_local(rank) {
-            return Ok(None);
-        }
-        if rank == self.rank() {
+        if rank == self.rank() && self.config.shm {
             return f(self.control_memory()).map(Some);
+        }
+        match self.peer_ctrl(rank)? {
+            Some(m) => f(&m).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The mapping of a node-local peer's control region (through the
+    /// world's mapping cache); `None` for ourselves and for peers reached
+    /// through the provider.
+    pub(crate) fn peer_ctrl(&self, rank: usize) -> Result<Option<Arc<Memory<'static>>>> {
+        if !self.config.shm || !self.node.is_local(rank) || rank == self.rank() {
+            return Ok(None);
         }
         let locate = || {
             let v = self.boot.get(&shm_key(rank))?;
@@ -78,10 +89,9 @@ impl World {
             })
         };
         let len = self.config.layout().region_bytes();
-        let m = self
-            .mappings
-            .get_or_map((CTRL_WINDOW, rank), locate, || ctrl_name(rank), len)?;
-        f(&m).map(Some)
+        self.mappings
+            .get_or_map((CTRL_WINDOW, rank), locate, || ctrl_name(rank), len)
+            .map(Some)
     }
 
     fn ctrl_word<R>(&self, rank: usize, f: impl FnOnce(&Memory<'_>) -> Result<R>) -> Result<R> {
@@ -92,13 +102,9 @@ impl World {
         })
     }
 
-    /// Fetch-and-add on the u64 at byte `off` of `rank`'s control region
-    /// (one `lock xadd`: the sync words are plain u64s, no need for the
-    /// general accumulate's dispatch).
+    /// Fetch-and-add on the u64 at byte `off` of `rank`'s control region.
     pub(crate) fn ctrl_fetch_add(&self, rank: usize, off: usize, delta: u64) -> Result<u64> {
-        self.ctrl_word(rank, |m| {
-            Ok(m.cells::<AtomicU64>(off, 1)?[0].fetch_add(delta, Ordering::AcqRel))
-        })
+        self.ctrl_word(rank, |m| word_fetch_add(m, off, delta))
     }
 
     /// Compare-and-swap on the u64 at byte `off` of `rank`'s control region.
@@ -109,13 +115,24 @@ impl World {
         compare: u64,
         swap: u64,
     ) -> Result<u64> {
-        self.ctrl_word(rank, |m| {
-            let word = &m.cells::<AtomicU64>(off, 1)?[0];
-            Ok(
-                match word.compare_exchange(compare, swap, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(old) | Err(old) => old,
-                },
-            )
-        })
+        self.ctrl_word(rank, |m| word_compare_swap(m, off, compare, swap))
     }
+}
+
+/// Fetch-and-add on the u64 at byte `off` of a control region (one `lock
+/// xadd`: sync words are plain u64s, no need for the general accumulate's
+/// dispatch); the old value.
+pub(crate) fn word_fetch_add(m: &Memory<'_>, off: usize, delta: u64) -> Result<u64> {
+    Ok(m.cells::<AtomicU64>(off, 1)?[0].fetch_add(delta, Ordering::AcqRel))
+}
+
+/// Compare-and-swap on the u64 at byte `off` of a control region; the old
+/// value.
+pub(crate) fn word_compare_swap(m: &Memory<'_>, off: usize, compare: u64, swap: u64) -> Result<u64> {
+    let word = &m.cells::<AtomicU64>(off, 1)?[0];
+    Ok(
+        match word.compare_exchange(compare, swap, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(old) | Err(old) => old,
+        },
+    )
 }

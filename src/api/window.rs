@@ -578,7 +578,8 @@ impl<'a, T: Element> Window<'a, T> {
         // the peer's own mapping (bits 8–15, the direct path).
         if self.uniform && (self.desc.flags & 0xff00 == 0 || !self.world.node.is_local(rank)) {
             self.world.control(rank)?;
-            self.targets.offer(rank, self.desc, None);
+            self.targets
+                .offer(rank, self.desc, None, self.ctrl_for_slot(rank)?.as_ref());
             return Ok(self.desc);
         }
         if let Some(d) = self
@@ -634,8 +635,18 @@ impl<'a, T: Element> Window<'a, T> {
         // Into the window's own slot, with the mapping if the direct path
         // reaches it (mapped on first contact instead of first operation).
         let map = self.mapping(rank, &d)?;
-        self.targets.offer(rank, d, map.as_ref());
+        let ctrl = self.ctrl_for_slot(rank)?;
+        self.targets.offer(rank, d, map.as_ref(), ctrl.as_ref());
         Ok(d)
+    }
+
+    /// `rank`'s control region for its slot, when lock words are driven by
+    /// CPU atomics (`lock.rs` then skips the world's mapping cache).
+    fn ctrl_for_slot(&self, rank: usize) -> Result<Option<Arc<Memory<'static>>>> {
+        if !self.world.sync_words_by_cpu() {
+            return Ok(None);
+        }
+        self.world.peer_ctrl(rank)
     }
 }
 

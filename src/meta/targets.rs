@@ -1,7 +1,8 @@
 //! A window's own small cache of its targets, read without a lock on the
 //! per-operation path: `SLOTS` write-once slots indexed by `rank % SLOTS`,
 //! each holding a peer's window descriptor and, for a node-local peer on
-//! the direct path, a weak reference to its mapping.
+//! the direct path, weak references to its mapping and to its control
+//! region (lock words by CPU atomics).
 //!
 //! Why write-once is enough: a peer's descriptor of a window does not
 //! change while the window lives (it is published at creation and retracted
@@ -11,8 +12,8 @@
 //! path (world rkey cache and mappings, under their mutexes), exactly as
 //! before: the slots only skip work, they never decide anything.
 //!
-//! Bounds: `SLOTS` entries per window, whatever the job size. The mapping is
-//! held weakly, so the world's mapping cache (`ONESIDED_SHM_CACHE`) still
+//! Bounds: `SLOTS` entries per window, whatever the job size. The mappings
+//! are held weakly, so the world's mapping cache (`ONESIDED_SHM_CACHE`) still
 //! decides what stays mapped: after an eviction the upgrade fails and the
 //! operation maps again through that cache.
 //!
@@ -36,6 +37,9 @@ pub struct Target {
     pub desc: Descriptor,
     /// Its mapped segment, if operations to it go by load/store.
     pub map: Option<Weak<Memory<'static>>>,
+    /// Its mapped control region, if its sync words (the lock word) are
+    /// driven by CPU atomics.
+    pub ctrl: Option<Weak<Memory<'static>>>,
 }
 
 /// The slots of one window.
@@ -58,12 +62,20 @@ impl Targets {
         self.slots[rank % SLOTS].get().filter(|t| t.rank == rank)
     }
 
-    /// Caches `rank`'s descriptor (and mapping) if its slot is still free.
-    pub fn offer(&self, rank: usize, desc: Descriptor, map: Option<&Arc<Memory<'static>>>) {
+    /// Caches `rank`'s descriptor (and mappings: window memory, control
+    /// region) if its slot is still free.
+    pub fn offer(
+        &self,
+        rank: usize,
+        desc: Descriptor,
+        map: Option<&Arc<Memory<'static>>>,
+        ctrl: Option<&Arc<Memory<'static>>>,
+    ) {
         let _ = self.slots[rank % SLOTS].set(Target {
             rank,
             desc,
             map: map.map(Arc::downgrade),
+            ctrl: ctrl.map(Arc::downgrade),
         });
     }
 
@@ -105,17 +117,20 @@ mod tests {
     #[test]
     fn write_once_per_slot() {
         let mut t = Targets::default();
-        t.offer(3, d(1), None);
-        t.offer(3 + SLOTS, d(2), None); // same slot: not cached
+        t.offer(3, d(1), None, None);
+        t.offer(3 + SLOTS, d(2), None, None); // same slot: not cached
         assert_eq!(t.get(3).map(|x| x.desc.id), Some(1));
         assert!(t.get(3 + SLOTS).is_none());
         assert!(t.get(4).is_none());
         let m = Arc::new(Memory::allocate(64).unwrap());
-        t.offer(5, d(1), Some(&m));
+        let c = Arc::new(Memory::allocate(64).unwrap());
+        t.offer(5, d(1), Some(&m), Some(&c));
         let w = t.get(5).and_then(|x| x.map.as_ref()).unwrap();
-        assert!(w.upgrade().is_some());
-        drop(m);
+        let wc = t.get(5).and_then(|x| x.ctrl.as_ref()).unwrap();
+        assert!(w.upgrade().is_some() && wc.upgrade().is_some());
+        drop((m, c));
         assert!(w.upgrade().is_none(), "the slot does not keep it mapped");
+        assert!(wc.upgrade().is_none(), "nor the control region");
         assert_eq!(t.len(), 2);
         t.clear();
         assert!(t.is_empty());

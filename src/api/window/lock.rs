@@ -19,16 +19,18 @@
 //! themselves (waiting or holding), bit 63 is set while a writer holds it.
 
 use std::time::{Duration, Instant};
+use std::sync::{Arc, Weak};
 
 use super::Window;
 use crate::api::element::Element;
+use crate::api::node::{word_compare_swap, word_fetch_add};
 use crate::api::world::World;
 use crate::config::LockMode;
 use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor};
 use crate::meta::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
-use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
+use crate::transport::{Atomic, AtomicOp, Datatype, Memory, RemoteAddr};
 
 use super::soft_lock::SoftLock;
 
@@ -155,9 +157,22 @@ impl<T: Element> Window<'_, T> {
         })
     }
 
+    /// `rank`'s control region from the window's slot (no lock), while the
+    /// world's mapping cache keeps it mapped; else `None` (the world path).
+    #[inline]
+    fn slot_ctrl(&self, rank: usize) -> Option<Arc<Memory<'static>>> {
+        self.targets
+            .get(rank)
+            .and_then(|t| t.ctrl.as_ref())
+            .and_then(Weak::upgrade)
+    }
+
     /// Atomically adds `delta` (modulo 2^64) to the word, returns the old value.
     fn word_add(&self, rank: usize, at: RemoteAddr, delta: u64) -> Result<u64> {
         if self.world.sync_words_by_cpu() {
+            if let Some(m) = self.slot_ctrl(rank) {
+                return word_fetch_add(&m, at.addr as usize, delta);
+            }
             return self.world.ctrl_fetch_add(rank, at.addr as usize, delta);
         }
         let what = Atomic {
@@ -175,6 +190,9 @@ impl<T: Element> Window<'_, T> {
     /// Compare-and-swap on the word, returns the old value.
     fn word_cas(&self, rank: usize, at: RemoteAddr, compare: u64, swap: u64) -> Result<u64> {
         if self.world.sync_words_by_cpu() {
+            if let Some(m) = self.slot_ctrl(rank) {
+                return word_compare_swap(&m, at.addr as usize, compare, swap);
+            }
             return self
                 .world
                 .ctrl_compare_swap(rank, at.addr as usize, compare, swap);
