@@ -1375,3 +1375,62 @@ fn lock_shared_by_threads_waits_for_the_grant() {
         win.free()
     });
 }
+
+/// Four threads share one per-target lock epoch (the lock-free permit of
+/// a single held lock): each puts its own 64 elements, flushes, reads them
+/// back with get and fetch_and_op, many rounds; then every byte is checked
+/// at the target. Under every mode (lock word, lock queue, direct path).
+#[test]
+fn one_lock_epoch_shared_by_threads() {
+    const T: usize = 4;
+    const N: usize = 64;
+    const ROUNDS: u64 = 20;
+    every_job("one lock epoch shared by threads", |w, _mode| {
+        let p = w.size();
+        let mut win = Window::<u64>::allocate(w, T * N + T)?;
+        w.barrier()?;
+        let target = (w.rank() + 1) % p;
+        win.lock(target, LockType::Exclusive, Assert::NONE)?;
+        std::thread::scope(|s| -> onesided::Result<()> {
+            let threads: Vec<_> = (0..T)
+                .map(|t| {
+                    let win = &win;
+                    s.spawn(move || -> onesided::Result<()> {
+                        for round in 0..ROUNDS {
+                            let v: Vec<u64> = (0..N as u64)
+                                .map(|i| {
+                                    (w.rank() as u64) << 32 | (t as u64) << 24 | round << 8 | i
+                                })
+                                .collect();
+                            win.put(target, t * N, &v)?;
+                            win.flush(target)?;
+                            let mut back = vec![0u64; N];
+                            win.get(target, t * N, &mut back)?;
+                            assert_eq!(back, v, "thread {t}, round {round}");
+                            let old = win.fetch_and_op(target, T * N + t, 1, Op::Sum)?;
+                            assert_eq!(old, round, "thread {t}'s counter");
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in threads {
+                h.join().expect("thread")?;
+            }
+            Ok(())
+        })?;
+        win.unlock(target)?;
+        w.barrier()?;
+        let mine = win.local_to_vec()?;
+        let origin = (w.rank() + p - 1) % p;
+        for t in 0..T {
+            for i in 0..N {
+                let want = (origin as u64) << 32 | (t as u64) << 24 | (ROUNDS - 1) << 8 | i as u64;
+                assert_eq!(mine[t * N + i], want, "thread {t}, element {i}");
+            }
+            assert_eq!(mine[T * N + t], ROUNDS, "thread {t}'s counter");
+        }
+        w.barrier()?;
+        win.free()
+    });
+}
