@@ -578,8 +578,9 @@ impl<'a, T: Element> Window<'a, T> {
         // the peer's own mapping (bits 8–15, the direct path).
         if self.uniform && (self.desc.flags & 0xff00 == 0 || !self.world.node.is_local(rank)) {
             self.world.control(rank)?;
-            self.targets
-                .offer(rank, self.desc, None, self.ctrl_for_slot(rank)?.as_ref());
+            // No control region mapped for the slot here: this path maps
+            // nothing (lock words then take the world's path).
+            self.targets.offer(rank, self.desc, None, None);
             return Ok(self.desc);
         }
         if let Some(d) = self
