@@ -8,6 +8,7 @@
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |
 //! | `ONESIDED_PROGRESS_CPU` | `auto` | where the progress agent thread (`onesided-agent`) runs: `auto` (a whole core near the NIC/domain that the process is not bound to; unpinned when none is free or without topology information), `none` (never pinned), or a CPU list (`3`, `2,3`, `4-7`); see `crate::topology` |
 //! | `ONESIDED_PROGRESS_IDLE_US` | 200 | longest sleep (µs, 200 to 100000) of a *polling* progress agent — on back-ends without a wait object to sleep on: libfabric's net, shm and sockets — once it has served nothing for 20 ms (before that: 200 µs). Measured on net (`examples/busy_target.rs`, 2026-11-28): 200 costs an idle process 7-10 % of a core and the first put+flush after a 30 ms pause to a target computing outside the library 0.4-0.55 ms; 2000 costs 1.2-2.0 % and 1.6-1.7 ms; a stream of operations is served alike (8-13 µs). Back-ends that sleep in the kernel (tcp, verbs) ignore it |
+//! | `ONESIDED_WAIT_SLEEP_AFTER_US` | 1000 | how long (µs) a library call waiting for a peer spins and yields before it also sleeps between checks (sleeps of at most 100 µs, an eighth of the time waited so far), so that a rank idle in a barrier or a long lock wait leaves the core to the ranks and kernel threads that are working (on machines with fewer cores than threads); a wait over at once never sleeps. With `ONESIDED_PROGRESS=manual` waits never sleep (they serve the peers). 0: never sleep (spin, then yield, as on a machine with a core per rank) |
 //! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
 //! | `ONESIDED_MAX_WINDOWS` | 256 | windows alive at once per process (slots of the window directory) |
 //! | `ONESIDED_MAX_ATTACH` | 64 | regions attached at once to one dynamic window per process (entries of its attachment table, 32 bytes each) |
@@ -175,6 +176,9 @@ pub struct Config {
     pub progress_cpu: crate::topology::ProgressCpu,
     /// `ONESIDED_PROGRESS_IDLE_US`: longest sleep of a long-idle polling agent.
     pub progress_idle_sleep: std::time::Duration,
+    /// `ONESIDED_WAIT_SLEEP_AFTER_US`: how long a wait spins and yields
+    /// before it also sleeps; `None` never sleeps.
+    pub wait_sleep_after: Option<Duration>,
     /// Capacity of the remote-key cache.
     pub rkey_cache: usize,
     /// Directory slots (windows alive at once).
@@ -315,6 +319,7 @@ impl Config {
         };
         let secs = number("ONESIDED_TIMEOUT", 60, 0, 1 << 30)?;
         let idle_us = number("ONESIDED_PROGRESS_IDLE_US", 200, 200, 100_000)?;
+        let sleep_after = number("ONESIDED_WAIT_SLEEP_AFTER_US", 1000, 0, 1 << 30)?;
         Ok(Config {
             backend,
             progress_cpu,
@@ -323,6 +328,7 @@ impl Config {
             iface: var("ONESIDED_IFACE"),
             single_node: false,
             progress,
+            wait_sleep_after: (sleep_after > 0).then(|| Duration::from_micros(sleep_after as u64)),
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,
             max_windows: number("ONESIDED_MAX_WINDOWS", 256, 1, 1 << 20)?,
             max_groups: number("ONESIDED_MAX_GROUPS", 16, 0, 1 << 10)?,

@@ -153,6 +153,12 @@ impl World {
         let local_ranks = (0..boot.size()).filter(|&r| node.is_local(r)).count();
         let mut config = config;
         config.single_node = node.all_local();
+        // Only where a progress agent serves peers: a rank with manual
+        // progress serves them from its waits, which must not doze.
+        crate::progress::wait::sleep_after(match config.progress {
+            ProgressMode::Thread => config.wait_sleep_after,
+            ProgressMode::Manual => None,
+        });
         let transport: SharedTransport = open(&config)?;
         let peers = Arc::new(PeerTable::default());
         let am = {

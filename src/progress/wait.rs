@@ -6,9 +6,19 @@
 //! Backing off: a few busy spins (an answer from a node-local peer or the
 //! progress agent usually arrives within them), then yielding the core
 //! (ranks often outnumber cores on small machines), as
-//! [`crossbeam_utils::Backoff`] does. `ONESIDED_TIMEOUT=0` means no deadline:
-//! a wait on a peer that died then never ends.
+//! [`crossbeam_utils::Backoff`] does. A wait that has lasted longer than
+//! `ONESIDED_WAIT_SLEEP_AFTER_US` (1 ms) also sleeps between checks, at most
+//! 100 µs and an eighth of the time waited so far: a rank idle in a barrier
+//! while another works must not keep a core busy with `sched_yield` — on a
+//! machine with fewer cores than runnable threads (a laptop, the emulated
+//! soft-RoCE guest) that core is what the working rank, its progress agent
+//! or the kernel's soft-RoCE threads need. The answer to such a wait comes
+//! at most one sleep later (≤ 12.5 % of the wait). Only with a progress
+//! agent: under `ONESIDED_PROGRESS=manual` a waiting rank is the one that
+//! serves its peers' messages, and never sleeps. `ONESIDED_TIMEOUT=0`
+//! means no deadline: a wait on a peer that died then never ends.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
@@ -16,11 +26,45 @@ use crossbeam_utils::Backoff;
 use crate::error::{Error, Result};
 use crate::transport::Transport;
 
+/// `ONESIDED_WAIT_SLEEP_AFTER_US` in µs (`u64::MAX`: never sleep); set by
+/// `World` from its configuration, read only by waits that already yield.
+static SLEEP_AFTER_US: AtomicU64 = AtomicU64::new(1000);
+
+/// A wait reads the clock every this many steps (a clock read is ~280
+/// instructions per blocking operation in the emulated soft-RoCE guest,
+/// measured with callgrind); the deadline and the naps are that much
+/// coarser: at most this many yields or naps late.
+const CLOCK_EVERY: u32 = 8;
+
+/// The longest single sleep of a long wait.
+const MAX_SLEEP: Duration = Duration::from_micros(100);
+
+/// Sets after how long a wait starts sleeping between checks (`None`:
+/// never) for every wait of the process from now on.
+pub(crate) fn sleep_after(d: Option<Duration>) {
+    let us = d.map_or(u64::MAX, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    SLEEP_AFTER_US.store(us, Ordering::Relaxed);
+}
+
+/// How long a wait that has lasted `waited` sleeps before its next check
+/// (`None`: it only yields).
+fn nap(waited: Duration) -> Option<Duration> {
+    let after = SLEEP_AFTER_US.load(Ordering::Relaxed);
+    if after == u64::MAX || waited < Duration::from_micros(after) {
+        return None;
+    }
+    Some((waited / 8).min(MAX_SLEEP))
+}
+
 /// A wait in progress: the start, the deadline and the back-off state.
 pub(crate) struct Waiter<'w> {
     /// Read from the clock at the first unsuccessful check, so that a wait
     /// that is over at once costs no clock read.
     start: Option<Instant>,
+    /// Time waited as of the last clock read (the clock is read at the
+    /// first step and every [`CLOCK_EVERY`] steps after it).
+    waited: Duration,
+    steps: u32,
     limit: Option<Duration>,
     backoff: Backoff,
     what: &'w dyn Fn() -> String,
@@ -32,6 +76,8 @@ impl<'w> Waiter<'w> {
     pub(crate) fn new(limit: Option<Duration>, what: &'w dyn Fn() -> String) -> Self {
         Waiter {
             start: None,
+            waited: Duration::ZERO,
+            steps: 0,
             limit,
             backoff: Backoff::new(),
             what,
@@ -41,14 +87,23 @@ impl<'w> Waiter<'w> {
     /// One unsuccessful check: `Err(Timeout)` once the deadline passed,
     /// otherwise backs off and returns `Ok`.
     pub(crate) fn step(&mut self) -> Result<()> {
-        if let Some(limit) = self.limit {
+        if self.limit.is_some() || self.backoff.is_completed() {
             let start = *self.start.get_or_insert_with(Instant::now);
-            if start.elapsed() > limit {
+            if self.steps % CLOCK_EVERY == 0 {
+                self.waited = start.elapsed();
+            }
+            self.steps = self.steps.wrapping_add(1);
+        }
+        if let Some(limit) = self.limit {
+            if self.waited > limit {
                 return Err(Error::timeout((self.what)(), limit.as_secs()));
             }
         }
         if self.backoff.is_completed() {
-            std::thread::yield_now();
+            match nap(self.waited) {
+                Some(d) => std::thread::sleep(d),
+                None => std::thread::yield_now(),
+            }
         } else {
             self.backoff.snooze();
         }
@@ -92,6 +147,19 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, Error::Timeout { .. }), "{text}");
         assert!(text.contains("rank 3"), "{text}");
+    }
+
+    #[test]
+    fn a_long_wait_naps_briefly_a_short_one_never() {
+        sleep_after(Some(Duration::from_millis(1)));
+        assert_eq!(nap(Duration::from_micros(999)), None);
+        assert_eq!(nap(Duration::from_micros(1000)), Some(Duration::from_micros(100)));
+        assert_eq!(nap(Duration::from_secs(5)), Some(MAX_SLEEP));
+        sleep_after(Some(Duration::from_micros(80)));
+        assert_eq!(nap(Duration::from_micros(400)), Some(Duration::from_micros(50)));
+        sleep_after(None);
+        assert_eq!(nap(Duration::from_secs(5)), None);
+        sleep_after(Some(Duration::from_millis(1)));
     }
 
     #[test]
