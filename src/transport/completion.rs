@@ -8,9 +8,50 @@
 //! for `pending == 0` then reads the first error recorded, if any.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::cell::Cell;
+use std::sync::{Arc, Mutex};
 
 use crate::error::Error;
+
+thread_local! {
+    /// This thread's tracker for its blocking operations, reused while no
+    /// operation holds it, so that a blocking put/get/atomic allocates
+    /// nothing.
+    static SPARE: Cell<Option<Arc<Completion>>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with a tracker of this thread's own (see [`SPARE`]); `f` must
+/// wait for every operation it counts on it.
+pub(crate) fn with_own<R>(f: impl FnOnce(&Arc<Completion>) -> R) -> R {
+    let mut done = SPARE
+        .with(|s| s.take())
+        .unwrap_or_else(|| Arc::new(Completion::new()));
+    let r = f(&done);
+    if done.pending() == 0 {
+        // Every operation completed; the threads that counted them drop
+        // their references right after counting. `get_mut` checks
+        // uniqueness with the needed memory ordering. If an operation is
+        // still in flight (a timed-out wait) the tracker is left to it.
+        let mut round = 0;
+        while Arc::get_mut(&mut done).is_none() && round < SPARE_WAIT_ROUNDS {
+            round += 1;
+            if round < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        if Arc::get_mut(&mut done).is_some() {
+            done.take_error();
+            SPARE.with(|s| s.set(Some(done)));
+        }
+    }
+    r
+}
+
+/// How long [`with_own`] waits for a completing thread to drop its
+/// reference before it gives the tracker up.
+const SPARE_WAIT_ROUNDS: u32 = 1000;
 
 /// Tracks a set of operations until they complete.
 #[derive(Default, Debug)]

@@ -268,9 +268,101 @@ impl InFlight {
     }
 }
 
+std::thread_local! {
+    /// This thread's result buffer for small blocking reads, reused while
+    /// no operation holds it (see [`read_into`]).
+    static SPARE: std::cell::Cell<Option<InFlight>> = const { std::cell::Cell::new(None) };
+}
+
+/// Capacity of the reusable result buffer: reads up to this size allocate
+/// nothing.
+const SPARE_BYTES: usize = 256;
+
+/// A blocking read of `out.len()` bytes through a result buffer the
+/// transport owns while the read is in flight: `post_and_wait` posts the
+/// read(s) delivering into the buffer and waits for them; the bytes are
+/// then copied to `out`. Small reads reuse a buffer of this thread's own
+/// (no allocation); a buffer that an operation may still hold (a wait that
+/// failed or timed out) is never reused — it is left to that operation, as
+/// any dropped [`InFlight`].
+///
+/// # Errors
+/// `post_and_wait`'s error (`out` is then unspecified).
+pub(crate) fn read_into(
+    out: &mut [u8],
+    post_and_wait: impl FnOnce(&InFlight) -> crate::error::Result<()>,
+) -> crate::error::Result<()> {
+    let len = out.len();
+    let small = len <= SPARE_BYTES;
+    let mut buf = small
+        .then(|| SPARE.with(|s| s.take()))
+        .flatten()
+        .unwrap_or_else(|| InFlight::new::<u8, Vec<u8>>(vec![0u8; if small { SPARE_BYTES } else { len }], None));
+    // Within the buffer's capacity: a spare one has SPARE_BYTES.
+    buf.len = len;
+    post_and_wait(&buf)?;
+    if buf.done.pending() != 0 {
+        return Err(crate::error::Error::InvalidArgument(
+            "a completed read is still in flight".into(),
+        ));
+    }
+    // SAFETY: nothing is pending: every part was delivered (a delivery
+    // writes before it counts its part done, and `pending` reads with
+    // Acquire), so no sink writes these `len` bytes of the live buffer
+    // any more (a late duplicate finds no claim, see `Sink::claim`).
+    out.copy_from_slice(unsafe { std::slice::from_raw_parts(buf.ptr, len) });
+    if small
+        && buf.claims.load(Ordering::Acquire) == 0
+        && Arc::get_mut(&mut buf.claims).is_some()
+        && Arc::get_mut(&mut buf.done).is_some()
+    {
+        // No sink of it is left: nobody can count or write any more.
+        buf.done.take_error();
+        SPARE.with(|s| s.set(Some(buf)));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reused_result_buffer_carries_nothing_over() {
+        for (len, byte) in [(8usize, 1u8), (3, 2), (256, 3), (300, 4), (8, 5)] {
+            let mut out = vec![0u8; len];
+            read_into(&mut out, |b| {
+                let s = b.sink();
+                s.add();
+                s.deliver(0, &vec![byte; len]);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(out, vec![byte; len]);
+        }
+        // A read whose part is still out: its buffer is not reused.
+        let mut kept = None;
+        let mut out = [0u8; 8];
+        let r = read_into(&mut out, |b| {
+            let s = b.sink();
+            s.add();
+            kept = Some(s);
+            Ok(())
+        });
+        assert!(r.is_err());
+        let late = kept.unwrap();
+        let mut out = [0u8; 8];
+        read_into(&mut out, |b| {
+            let s = b.sink();
+            s.add();
+            // The stale sink's late delivery must not land in this read.
+            late.deliver(0, &[9; 8]);
+            s.deliver(0, &[6; 8]);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(out, [6; 8]);
+    }
 
     #[test]
     fn a_sink_never_writes_a_buffer_given_back() {

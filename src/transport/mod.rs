@@ -397,7 +397,12 @@ pub trait Transport: Send + Sync {
     /// Installs the handler of incoming messages (messages that arrive
     /// before are dropped and counted in [`TransportStats::messages_dropped`]).
     fn set_receiver(&self, receiver: Arc<dyn Receiver>);
-    /// Reads completions and drives the provider; returns how many completed.
+    /// Reads completions and drives the provider; returns how much work it
+    /// served: every incoming message, and the completions of this
+    /// process's own operations unless the back-end leaves them out (native
+    /// verbs does, so that the progress agent, which reads the count to
+    /// decide when to sleep, does not stay awake beside an application
+    /// thread that posts and waits for its own RDMA operations).
     fn progress(&self) -> Result<usize>;
     /// File descriptors that become readable when the back-end has work:
     /// a completion, incoming traffic that needs serving, a connection

@@ -1,9 +1,7 @@
 //! Waiting for the provider: retrying posts on `-FI_EAGAIN`, waiting for
 //! completions, taking staging slots — each while driving progress and
-//! bounded by `ONESIDED_TIMEOUT` — and the reusable per-thread tracker of
-//! blocking operations.
+//! bounded by `ONESIDED_TIMEOUT`.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -97,41 +95,6 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
     }
     done.check(what)
 }
-
-thread_local! {
-    /// This thread's tracker for its blocking operations, reused while no
-    /// operation holds it, so that a blocking put/get/atomic allocates
-    /// nothing.
-    static SPARE: Cell<Option<Arc<Completion>>> = const { Cell::new(None) };
-}
-
-/// Runs `f` with a tracker of this thread's own (see [`SPARE`]); `f` must
-/// wait for every operation it counts on it.
-pub(super) fn with_own<R>(f: impl FnOnce(&Arc<Completion>) -> R) -> R {
-    let mut done = SPARE
-        .with(|s| s.take())
-        .unwrap_or_else(|| Arc::new(Completion::new()));
-    let r = f(&done);
-    if done.pending() == 0 {
-        // Every operation completed; the threads that counted them drop
-        // their references right after counting. `get_mut` checks
-        // uniqueness with the needed memory ordering. If an operation is
-        // still in flight (a timed-out wait) the tracker is left to it.
-        let mut round = 0;
-        while Arc::get_mut(&mut done).is_none() && round < SPARE_WAIT_ROUNDS {
-            backoff(&mut round);
-        }
-        if Arc::get_mut(&mut done).is_some() {
-            done.take_error();
-            SPARE.with(|s| s.set(Some(done)));
-        }
-    }
-    r
-}
-
-/// How long [`with_own`] waits for a completing thread to drop its
-/// reference before it gives the tracker up.
-const SPARE_WAIT_ROUNDS: u32 = 1000;
 
 /// The trackers an operation counts on: its own and, optionally, a group's
 /// (the window's, so that a flush covers request-based operations).

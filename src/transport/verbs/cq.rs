@@ -25,6 +25,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rdma_sys as ffi;
@@ -99,8 +100,11 @@ impl WrId {
     }
 }
 
+/// Completions one poll reads at most.
+pub const POLL_BATCH: usize = 32;
+
 /// One completion.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Wc {
     /// The work request's id.
     pub wr_id: u64,
@@ -129,6 +133,10 @@ pub struct Cq {
     channel: *mut ffi::ibv_comp_channel,
     /// Completions found by [`Cq::arm`], handed out by the next poll.
     stash: Mutex<VecDeque<Wc>>,
+    /// `stash`'s length, so that a poll need not lock it when it is empty
+    /// (always, but after an arm that found completions). Changed only
+    /// under the stash's mutex.
+    stashed: AtomicUsize,
     /// Events taken from the channel and not acknowledged yet.
     unacked: Mutex<u32>,
     _dev: Arc<Device>,
@@ -198,6 +206,7 @@ impl Cq {
             cq,
             channel: ch,
             stash: Mutex::new(VecDeque::new()),
+            stashed: AtomicUsize::new(0),
             unacked: Mutex::new(0),
             _dev: dev.clone(),
         }))
@@ -210,41 +219,69 @@ impl Cq {
         (!self.channel.is_null()).then(|| unsafe { (*self.channel).fd })
     }
 
-    fn poll_raw(&self, max: usize) -> Result<Vec<Wc>> {
-        // SAFETY: ibv_wc is plain data; zeroed entries are valid.
-        let mut wcs: Vec<ffi::ibv_wc> = vec![unsafe { std::mem::zeroed() }; max.max(1)];
-        let n = i32::try_from(wcs.len()).unwrap_or(i32::MAX);
-        // SAFETY: cq is valid; wcs has room for n entries.
-        let got = unsafe { ffi::ibv_poll_cq(self.cq, n, wcs.as_mut_ptr()) };
+    /// Reads up to `max` (at most [`POLL_BATCH`]) completions from the
+    /// device and hands each to `f`; returns how many.
+    fn poll_raw(&self, max: usize, mut f: impl FnMut(&Wc)) -> Result<usize> {
+        let mut wcs = [const { std::mem::MaybeUninit::<ffi::ibv_wc>::uninit() }; POLL_BATCH];
+        let n = max.min(POLL_BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: cq is valid; `wcs` has room for n entries, which
+        // ibv_poll_cq writes before reporting them (it reads none).
+        let got = unsafe { ffi::ibv_poll_cq(self.cq, n as i32, wcs.as_mut_ptr().cast()) };
         if got < 0 {
             return Err(rc_err("ibv_poll_cq", "reading completions", -got));
         }
-        Ok(wcs[..usize::try_from(got).unwrap_or(0)]
-            .iter()
-            .map(|w| Wc {
+        let got = usize::try_from(got).unwrap_or(0).min(n);
+        for w in &wcs[..got] {
+            // SAFETY: ibv_poll_cq wrote the first `got` entries.
+            let w = unsafe { w.assume_init_ref() };
+            f(&Wc {
                 wr_id: w.wr_id,
                 status: w.status,
                 opcode: w.opcode,
                 byte_len: w.byte_len,
                 qp_num: w.qp_num,
-            })
-            .collect())
+            });
+        }
+        Ok(got)
     }
 
-    /// Reads up to `max` completions (those [`Cq::arm`] found first).
+    /// Reads up to `max` completions (those [`Cq::arm`] found first) and
+    /// hands each to `f`; returns how many. Allocates nothing.
     ///
     /// # Errors
     /// `ibv_poll_cq` failing.
-    pub fn poll(&self, max: usize) -> Result<Vec<Wc>> {
-        let mut out: Vec<Wc> = {
+    pub fn poll_each(&self, max: usize, mut f: impl FnMut(&Wc)) -> Result<usize> {
+        let mut k = 0;
+        if self.stashed.load(Ordering::Acquire) > 0 {
             let mut st = self.stash.lock().map_err(|_| poisoned())?;
-            let k = st.len().min(max);
-            st.drain(..k).collect()
-        };
-        if out.len() < max {
-            out.extend(self.poll_raw(max - out.len())?);
+            let take = st.len().min(max);
+            let found: Vec<Wc> = st.drain(..take).collect();
+            self.stashed.store(st.len(), Ordering::Release);
+            drop(st);
+            for w in &found {
+                f(w);
+            }
+            k = found.len();
         }
-        Ok(out)
+        if k < max {
+            k += self.poll_raw(max - k, f)?;
+        }
+        Ok(k)
+    }
+
+    /// Reads up to `out.len()` completions into `out`; returns how many.
+    ///
+    /// # Errors
+    /// `ibv_poll_cq` failing.
+    pub fn poll(&self, out: &mut [Wc]) -> Result<usize> {
+        let mut k = 0;
+        self.poll_each(out.len(), |w| {
+            out[k] = *w;
+            k += 1;
+        })
     }
 
     /// Prepares to sleep on [`Cq::event_fd`]: takes and acknowledges the
@@ -283,11 +320,14 @@ impl Cq {
         if rc != 0 {
             return Err(rc_err("ibv_req_notify_cq", "arming the completion queue", rc));
         }
-        let found = self.poll_raw(16)?;
-        if found.is_empty() {
+        let mut found = Vec::new();
+        let n = self.poll_raw(16, |w| found.push(*w))?;
+        if n == 0 {
             return Ok(true);
         }
-        self.stash.lock().map_err(|_| poisoned())?.extend(found);
+        let mut st = self.stash.lock().map_err(|_| poisoned())?;
+        st.extend(found);
+        self.stashed.store(st.len(), Ordering::Release);
         Ok(false)
     }
 }

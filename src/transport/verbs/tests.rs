@@ -28,7 +28,7 @@ fn skip(why: &str) {
 fn wait(cq: &Cq, wr_id: u64) {
     let start = Instant::now();
     loop {
-        for wc in cq.poll(16).expect("poll") {
+        for wc in polled(cq, 16) {
             assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "wr {} failed: {}", wc.wr_id, wc.status_text());
             if wc.wr_id == wr_id {
                 return;
@@ -181,7 +181,7 @@ fn srq_messages_wake_the_completion_channel() {
             let mut fds = [nix::poll::PollFd::new(bfd, nix::poll::PollFlags::POLLIN)];
             let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1000u16));
         }
-        for wc in cq.poll(16).unwrap() {
+        for wc in polled(&cq, 16) {
             assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
             let id = WrId::decode(wc.wr_id).expect("our wr_id");
             match id.kind {
@@ -235,7 +235,7 @@ fn handshake_over_ud_connects_rc_queue_pairs() {
     let next = |want_reply: bool, ud: &Ud| -> Hello {
         let start = Instant::now();
         loop {
-            for wc in cq.poll(8).unwrap() {
+            for wc in polled(&cq, 8) {
                 assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
                 let id = WrId::decode(wc.wr_id).unwrap();
                 if wc.opcode == rdma_sys::IBV_WC_RECV && wc.qp_num == ud.qpn {
@@ -294,7 +294,7 @@ fn handshake_over_ud_connects_rc_queue_pairs() {
     .unwrap();
     let start = Instant::now();
     'outer: loop {
-        for wc in cq.poll(8).unwrap() {
+        for wc in polled(&cq, 8) {
             assert_eq!(wc.status, rdma_sys::IBV_WC_SUCCESS, "{}", wc.status_text());
             if WrId::decode(wc.wr_id).is_some_and(|w| w.kind == OpKind::Write) {
                 break 'outer;
@@ -518,4 +518,12 @@ fn srq_limit_event_is_counted_and_rearmed() {
     let s = t1.stats();
     assert!(s.srq_limit_events >= 1, "{s:?}");
     eprintln!("verbs SRQ limit: {n} messages while unserved, event counted: {s:?}");
+}
+
+/// Up to `n` completions of `cq`, in a vector.
+fn polled(cq: &Cq, n: usize) -> Vec<super::cq::Wc> {
+    let mut wcs = vec![super::cq::Wc::default(); n];
+    let k = cq.poll(&mut wcs).expect("poll");
+    wcs.truncate(k);
+    wcs
 }

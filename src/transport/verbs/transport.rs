@@ -20,18 +20,18 @@
 //! * **Messages**: SEND into the SRQ's buffers; `rnr_retry` 7 makes a
 //!   sender wait, not fail, if a receiver ever ran out of buffers.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::atomic::ByteOrder;
 use super::conn::{Access, Device, Mr, RcQp};
 use super::cq::{Cq, OpKind, Wc, WrId};
+use crate::transport::completion::with_own;
 use super::device::{AsyncEvent, BACKEND};
 use super::handshake::{Card, Ud};
 use super::msg::Srq;
 use super::ops::{Op, OpTable};
-use super::peers::Peer;
+use super::peers::PeerMap;
 use super::rma::Local;
 use super::staging::{Staging, SLOT_BYTES};
 use crate::config::Config;
@@ -74,7 +74,7 @@ pub struct VerbsTransport {
     // Drop order: operations (their sinks) and queue pairs before the
     // queues and regions they use, those before the device.
     pub(super) ops: OpTable,
-    pub(super) peers: Mutex<HashMap<usize, Peer>>,
+    pub(super) peers: Mutex<PeerMap>,
     pub(super) ud: Ud,
     pub(super) srq: Srq,
     pub(super) staging: Staging,
@@ -129,7 +129,7 @@ impl VerbsTransport {
         .encode();
         let mut t = VerbsTransport {
             ops: OpTable::new(config.rma_slots),
-            peers: Mutex::new(HashMap::new()),
+            peers: Mutex::new(PeerMap::default()),
             ud,
             srq,
             staging,
@@ -351,11 +351,13 @@ impl VerbsTransport {
         op.sink.deliver(0, &[]);
     }
 
-    /// Applies one completion.
-    fn complete(&self, wc: &Wc) {
+    /// Applies one completion; `true` when it was work for this process's
+    /// CPU (a message or handshake received), `false` for the completion of
+    /// one of its own operations.
+    fn complete(&self, wc: &Wc) -> bool {
         let Some(id) = WrId::decode(wc.wr_id) else {
             self.ops.take(u64::MAX, 0);
-            return;
+            return false;
         };
         match id.kind {
             OpKind::Handshake => {
@@ -371,9 +373,16 @@ impl VerbsTransport {
                         self.on_hello(&h);
                     }
                 }
+                true
             }
-            OpKind::Recv if wc.opcode == rdma_sys::IBV_WC_RECV => self.on_message(wc, id),
-            _ => self.on_op(wc, id),
+            OpKind::Recv if wc.opcode == rdma_sys::IBV_WC_RECV => {
+                self.on_message(wc, id);
+                true
+            }
+            _ => {
+                self.on_op(wc, id);
+                false
+            }
         }
     }
 
@@ -421,9 +430,17 @@ impl VerbsTransport {
             return;
         }
         if op.copy > 0 {
-            let mut bytes = vec![0u8; op.copy];
+            // Small results (atomics, 8-byte gets) through the stack.
+            let mut small = [0u8; 64];
+            let mut large = Vec::new();
+            let bytes: &mut [u8] = if op.copy <= small.len() {
+                &mut small[..op.copy]
+            } else {
+                large.resize(op.copy, 0);
+                &mut large
+            };
             let drained = match op.slot {
-                Some(s) => self.staging.drain(s, &mut bytes),
+                Some(s) => self.staging.drain(s, bytes),
                 None => Err(Error::InvalidArgument("a fetch without a slot".into())),
             };
             if let Some(s) = op.slot {
@@ -438,7 +455,7 @@ impl VerbsTransport {
                             w.copy_from_slice(&self.order.fix(u64::from_ne_bytes(b)).to_ne_bytes());
                         }
                     }
-                    op.sink.deliver(op.at, &bytes);
+                    op.sink.deliver(op.at, bytes);
                 }
                 Err(e) => op.sink.fail(e.to_string()),
             }
@@ -689,7 +706,8 @@ impl VerbsTransport {
         self.wait(done, what)
     }
 
-    /// A blocking read into `out` through a temporary result buffer.
+    /// A blocking read into `out` through a result buffer
+    /// ([`crate::transport::inflight::read_into`]).
     fn fetch_into(
         &self,
         out: &mut [u8],
@@ -699,14 +717,10 @@ impl VerbsTransport {
         // Waits on the buffer's own count: it is the last one a delivery
         // decrements (a group count reaches zero a moment earlier, when the
         // buffer cannot be given back yet).
-        let buf = InFlight::new::<u8, Vec<u8>>(vec![0u8; out.len()], None);
-        post(&buf)?;
-        self.block_on(buf.completion(), what)?;
-        let v = buf
-            .into_inner::<Vec<u8>>()
-            .map_err(|_| Error::InvalidArgument("a completed read is still in flight".into()))?;
-        out.copy_from_slice(v.get(..out.len()).unwrap_or(&[]));
-        Ok(())
+        crate::transport::inflight::read_into(out, |buf| {
+            post(buf)?;
+            self.block_on(buf.completion(), what)
+        })
     }
 }
 
@@ -825,10 +839,11 @@ impl Transport for VerbsTransport {
 
     fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
         again_if_not_executed(|| {
-            let done = Arc::new(Completion::new());
-            self.post_writes(target, data, dst, &Sink::counter(done.clone()))?;
-            let what = || format!("a put of {} bytes to rank {target}", data.len());
-            self.block_on(&done, &what)
+            with_own(|done| {
+                self.post_writes(target, data, dst, &Sink::counter(done.clone()))?;
+                let what = || format!("a put of {} bytes to rank {target}", data.len());
+                self.block_on(done, &what)
+            })
         })
     }
 
@@ -899,10 +914,11 @@ impl Transport for VerbsTransport {
 
     fn atomic(&self, target: usize, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()> {
         self.atomic_args(what, data, dst)?;
-        let done = Arc::new(Completion::new());
-        self.post_fetch_adds(target, data, dst, &Sink::counter(done.clone()), false)?;
-        let w = || format!("an atomic {:?} of {} elements at rank {target}", what.op, what.count);
-        self.block_on(&done, &w)
+        with_own(|done| {
+            self.post_fetch_adds(target, data, dst, &Sink::counter(done.clone()), false)?;
+            let w = || format!("an atomic {:?} of {} elements at rank {target}", what.op, what.count);
+            self.block_on(done, &w)
+        })
     }
 
     fn fetch_atomic(
@@ -995,10 +1011,11 @@ impl Transport for VerbsTransport {
     }
 
     fn send(&self, target: usize, bytes: &[u8]) -> Result<()> {
-        let done = Arc::new(Completion::new());
-        self.post_send(target, bytes, Sink::counter(done.clone()), None)?;
-        let what = || format!("a message of {} bytes to rank {target}", bytes.len());
-        self.block_on(&done, &what)
+        with_own(|done| {
+            self.post_send(target, bytes, Sink::counter(done.clone()), None)?;
+            let what = || format!("a message of {} bytes to rank {target}", bytes.len());
+            self.block_on(done, &what)
+        })
     }
 
     fn send_posted(
@@ -1025,11 +1042,20 @@ impl Transport for VerbsTransport {
         if self.counters.progress_calls.fetch_add(1, Ordering::Relaxed) % 256 == 0 {
             self.handle_async_events();
         }
-        let wcs = self.cq.poll(32)?;
-        for wc in &wcs {
-            self.complete(wc);
-        }
-        Ok(wcs.len())
+        // Completions are applied in the order read; the stash (completions
+        // an arm found) is handed out before the device's. Counted: the
+        // messages and handshakes served, not the completions of this
+        // process's own RDMA operations (their posters wait for them; were
+        // they counted, the progress agent would stay awake polling beside
+        // every busy application thread instead of sleeping until a peer
+        // needs it).
+        let mut served = 0;
+        self.cq.poll_each(super::cq::POLL_BATCH, |wc| {
+            if self.complete(wc) {
+                served += 1;
+            }
+        })?;
+        Ok(served)
     }
 
     fn event_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
