@@ -13,9 +13,12 @@
 //! machine with fewer cores than runnable threads (a laptop, the emulated
 //! soft-RoCE guest) that core is what the working rank, its progress agent
 //! or the kernel's soft-RoCE threads need. The answer to such a wait comes
-//! at most one sleep later (≤ 12.5 % of the wait). Only with a progress
-//! agent: under `ONESIDED_PROGRESS=manual` a waiting rank is the one that
-//! serves its peers' messages, and never sleeps. `ONESIDED_TIMEOUT=0`
+//! at most one sleep later (≤ 12.5 % of the wait). Only on back-ends whose
+//! one-sided operations need no CPU at the target, with a progress agent
+//! that sleeps on the back-end's events (native verbs): under
+//! `ONESIDED_PROGRESS=manual`, or where the target's CPU carries the data
+//! (libfabric), a waiting rank's polls serve its peers, and it never
+//! sleeps. `ONESIDED_TIMEOUT=0`
 //! means no deadline: a wait on a peer that died then never ends.
 
 use std::sync::atomic::{AtomicU64, Ordering};
