@@ -436,9 +436,13 @@ impl<'a> Team<'a> {
                     self.describe()
                 )
             };
-            crate::progress::wait::until(world.transport(), world.config.timeout, &what, || {
-                Ok(ctrl.load_u64(flag)? >= e)
-            })
+            let arrived = || Ok(ctrl.load_u64(flag)? >= e);
+            let limit = world.config.timeout;
+            match world.config.shm && world.node.is_local(from) {
+                // Stored by a node-local peer: spin on it first.
+                true => crate::progress::wait::until_local(world.transport(), limit, &what, arrived),
+                false => crate::progress::wait::until(world.transport(), limit, &what, arrived),
+            }
             .map_err(|err| err.awaiting(from))?;
             dist *= 2;
             round += 1;

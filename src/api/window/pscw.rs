@@ -184,6 +184,10 @@ impl<T: Element> Window<'_, T> {
         mut done: impl FnMut() -> Result<bool>,
         what: &dyn Fn() -> String,
     ) -> Result<()> {
+        // Node-local peers store posts and completions into shared memory.
+        if self.world.sync_words_by_cpu() && crate::progress::wait::spin_local(&mut done)? {
+            return Ok(());
+        }
         let start = Instant::now();
         let mut sleep = FIRST_SLEEP;
         let t = self.world.transport();
