@@ -183,7 +183,11 @@ impl Layout {
         self.fits(buf.len(), "origin buffer")?;
         let mut out = Vec::with_capacity(self.len);
         for &(at, n) in &self.blocks {
-            out.extend_from_slice(&buf[at..at + n]);
+            match n {
+                // One element (a column): no copy call per block.
+                1 => out.push(buf[at]),
+                _ => out.extend_from_slice(&buf[at..at + n]),
+            }
         }
         Ok(out)
     }
