@@ -160,7 +160,7 @@ impl<T: Element> Window<'_, T> {
     /// `rank`'s control region from the window's slot (no lock), while the
     /// world's mapping cache keeps it mapped; else `None` (the world path).
     #[inline]
-    fn slot_ctrl(&self, rank: usize) -> Option<Arc<Memory<'static>>> {
+    pub(super) fn slot_ctrl(&self, rank: usize) -> Option<Arc<Memory<'static>>> {
         self.targets
             .get(rank)
             .and_then(|t| t.ctrl.as_ref())

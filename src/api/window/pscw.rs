@@ -149,6 +149,9 @@ impl<T: Element> Window<'_, T> {
             if state.pscw.ready(rank) {
                 return Ok(true);
             }
+            // A post of `rank` found in the ring is consumed at once (posts
+            // of one target to one window are interchangeable tokens).
+            let mut found = false;
             if self.world.sync_words_by_cpu() {
                 // Posts of node-local targets wait in our ring (we hold the
                 // epoch lock: the one consumer).
@@ -156,7 +159,9 @@ impl<T: Element> Window<'_, T> {
                 let size = self.world.size();
                 let posts = &self.world.posts;
                 let bad = pscw::ring::drain(self.world.control_memory(), entry, size, |r| {
-                    if let Err(e) = posts.arrive(id, r) {
+                    if r == rank && !found {
+                        found = true;
+                    } else if let Err(e) = posts.arrive(id, r) {
                         tracing::warn!("post ring of window {id}: {e}");
                     }
                 })?;
@@ -164,7 +169,7 @@ impl<T: Element> Window<'_, T> {
                     tracing::warn!("post ring of window {id}: {bad} entries that name no rank dropped");
                 }
             }
-            let arrived = self.world.posts.take(self.id, rank);
+            let arrived = found || self.world.posts.take(self.id, rank);
             if arrived {
                 state.pscw.mark_ready(rank);
             }
@@ -251,7 +256,11 @@ impl<T: Element> Window<'_, T> {
                 // atomic on the mapped control region (never mixed with the
                 // provider's atomics on this word; see `api::node`).
                 let off = directory::entry_offset(self.slot) + directory::COMPLETE_WORD;
-                self.world.ctrl_fetch_add(t, off, 1)?;
+                match self.slot_ctrl(t) {
+                    // Through the window's slot (no mapping-cache lookup).
+                    Some(m) => crate::api::node::word_fetch_add(&m, off, 1)?,
+                    None => self.world.ctrl_fetch_add(t, off, 1)?,
+                };
                 continue;
             }
             let transport = self.world.transport();
