@@ -19,6 +19,7 @@ packages=(
     pkg-config
     mpich             # reference MPI for cross-checking results
     python3           # benches/mpi/table.py, scripts/scale-table.py (bench tables)
+    gdb               # tests/common: the stacks of a job's ranks when it times out
 )
 
 is_installed() {

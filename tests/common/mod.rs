@@ -495,6 +495,7 @@ pub fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
     let err = collect(child.stderr.take().expect("piped stderr"), tx);
     let status = wait_until(&mut child, start + limit);
     if status.is_none() {
+        dump_stacks(child.id());
         stop(&mut child);
     }
     // Ranks may still hold the pipes for a moment after a kill.
@@ -513,6 +514,114 @@ pub fn run_with_limit(mut cmd: Command, limit: Duration) -> Output {
         stdout: text(&out),
         stderr: text(&err),
         elapsed: start.elapsed(),
+    }
+}
+
+/// The live descendants of `pid` (children first), from `/proc/*/stat`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // After the parenthesised name: state, then the parent's pid.
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u32>().ok());
+            if let Some(pp) = ppid {
+                parent_of.push((p, pp));
+            }
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let at = found[i];
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|(_, pp)| *pp == at)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// A job that ran out of time: prints every thread's stack of each rank
+/// (the processes below the launcher running this test executable) with
+/// `gdb`, when it is installed, so that a hang names where it hangs. Goes
+/// to the real stderr, a few lines per thread.
+pub fn dump_stacks(launcher: u32) {
+    let exe = std::env::current_exe().ok();
+    let ranks: Vec<u32> = descendants(launcher)
+        .into_iter()
+        .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).ok() == exe)
+        .collect();
+    let Some(gdb) = tool_path("ONESIDED_GDB", "gdb") else {
+        say(&format!(
+            "[harness] timed out; no gdb on PATH, so no stacks of ranks {ranks:?}"
+        ));
+        return;
+    };
+    for pid in ranks {
+        let mut cmd = Command::new(&gdb);
+        cmd.args(["-p", &pid.to_string(), "-batch", "-nx", "-q"])
+            .args(["-ex", "set pagination off", "-ex", "thread apply all bt 24"]);
+        // gdb itself must not hang the harness.
+        let mut out = String::new();
+        match cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(mut g) => {
+                let (tx, rx) = mpsc::channel();
+                let text = collect(g.stdout.take().expect("piped stdout"), tx);
+                if wait_until(&mut g, Instant::now() + Duration::from_secs(30)).is_none() {
+                    let _ = g.kill();
+                    let _ = g.wait();
+                }
+                let _ = rx.recv_timeout(Duration::from_secs(5));
+                out = String::from_utf8_lossy(&text.lock().unwrap()).into_owned();
+            }
+            Err(e) => out.push_str(&format!("cannot run {}: {e}", gdb.display())),
+        }
+        // Frames only, without gdb's chatter or the runtime's frames below
+        // a thread's entry; argument lists cut short.
+        let mut below_entry = false;
+        let frames: Vec<String> = out
+            .lines()
+            .filter(|l| {
+                if l.starts_with("Thread ") {
+                    below_entry = false;
+                    return true;
+                }
+                let keep = l.starts_with('#') && !below_entry;
+                below_entry |= l.contains("__rust_begin_short_backtrace");
+                keep
+            })
+            .map(|l| {
+                let l = match (l.find(" ("), l.find(") at ")) {
+                    (Some(a), Some(b)) if l.starts_with('#') && a < b => {
+                        format!("{}(..){}", &l[..a + 1], &l[b + 1..])
+                    }
+                    _ => l.to_string(),
+                };
+                l.chars().take(160).collect()
+            })
+            .collect();
+        say(&format!(
+            "[harness] stacks of rank process {pid} (timed out):\n{}",
+            frames.join("\n")
+        ));
     }
 }
 
@@ -542,11 +651,6 @@ pub fn stop(child: &mut Child) {
     }
 }
 
-/// Whether a rank of this job died of a SIGSEGV (libfabric 1.17's
-/// tcp;ofi_rxm sometimes crashes inside `fi_cq_read` on a survivor whose
-/// read to a rank that was just killed is being failed: the known provider
-/// defect in docs/reliability.md). Debian's libfabric loads libpsm2, whose
-/// handler prints "terminated with signal 11" and exits with code 1.
 /// Whether jobs here run on `tcp;ofi_rxm`, whose known defect (a survivor
 /// of a killed rank can segfault inside `fi_cq_read`, docs/reliability.md)
 /// the fault tests count and retry once: only when `ONESIDED_PROVIDER`
@@ -577,6 +681,11 @@ pub fn check_no_atomics(world: &onesided::World) {
     );
 }
 
+/// Whether a rank of this job died of a SIGSEGV (libfabric 1.17's
+/// tcp;ofi_rxm sometimes crashes inside `fi_cq_read` on a survivor whose
+/// read to a rank that was just killed is being failed: the known provider
+/// defect in docs/reliability.md). Debian's libfabric loads libpsm2, whose
+/// handler prints "terminated with signal 11" and exits with code 1.
 pub fn rank_segfaulted(out: &Output) -> bool {
     out.stderr.contains("terminated with signal 11") || out.stderr.contains("signal 11 (SIGSEGV)")
 }
@@ -606,33 +715,57 @@ pub fn run_jobs(name: &str, jobs: &[Job]) {
     );
     let limit = job_timeout();
     for job in jobs {
-        // Each rank that finished the body leaves a file here (see
-        // `child_done`): a misspelt name would make every rank run zero
-        // tests and succeed. (Output cannot tell: Hydra interleaves ranks'
-        // output inside lines.)
-        let done_dir = unique_dir("done");
-        let mut cmd = job_command(name, job);
-        cmd.env(DONE_DIR, &done_dir);
-        let out = run_with_limit(cmd, limit);
-        let ran = std::fs::read_dir(&done_dir).map(|d| d.count()).unwrap_or(0);
-        let _ = std::fs::remove_dir_all(&done_dir);
-        let verdict = match out.status {
-            Some(s) if s.success() && ran == job.ranks => "ok".to_string(),
-            Some(s) if s.success() => format!(
-                "FAILED ({ran} of {} ranks ran test '{name}'; is the name right?)",
-                job.ranks
-            ),
-            Some(s) => format!("FAILED ({s})"),
-            None => format!("TIMED OUT after {} s", limit.as_secs()),
-        };
-        say(&format!(
-            "[harness] {name}: {job}: {verdict} in {:.2} s",
-            out.elapsed.as_secs_f64()
-        ));
+        let (mut out, mut verdict) = run_job(name, job, limit);
+        if verdict != "ok" && !job.direct && sockets_stalled(&job.provider, &out) {
+            // docs/reliability.md: the deprecated sockets provider (outside
+            // the automatic order) rarely stops delivering between two live
+            // ranks. Counted and reported; the job must pass once more.
+            say(&format!(
+                "[harness] KNOWN PROVIDER DEFECT {name}: {job}: messages stopped arriving \
+                 on sockets ({verdict}); once more\n{}",
+                out.tail(12)
+            ));
+            (out, verdict) = run_job(name, job, limit);
+        }
         if verdict != "ok" {
             panic!("{name}: job `{job}` {verdict}\n{}", out.tail(40));
         }
     }
+}
+
+/// Runs test `name` under `job` once; the verdict is "ok" or why not.
+fn run_job(name: &str, job: &Job, limit: Duration) -> (Output, String) {
+    // Each rank that finished the body leaves a file here (see
+    // `child_done`): a misspelt name would make every rank run zero
+    // tests and succeed. (Output cannot tell: Hydra interleaves ranks'
+    // output inside lines.)
+    let done_dir = unique_dir("done");
+    let mut cmd = job_command(name, job);
+    cmd.env(DONE_DIR, &done_dir);
+    let out = run_with_limit(cmd, limit);
+    let ran = std::fs::read_dir(&done_dir).map(|d| d.count()).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&done_dir);
+    let verdict = match out.status {
+        Some(s) if s.success() && ran == job.ranks => "ok".to_string(),
+        Some(s) if s.success() => format!(
+            "FAILED ({ran} of {} ranks ran test '{name}'; is the name right?)",
+            job.ranks
+        ),
+        Some(s) => format!("FAILED ({s})"),
+        None => format!("TIMED OUT after {} s", limit.as_secs()),
+    };
+    say(&format!(
+        "[harness] {name}: {job}: {verdict} in {:.2} s",
+        out.elapsed.as_secs_f64()
+    ));
+    (out, verdict)
+}
+
+/// Whether a failed job ran on `sockets` and shows its known stall: a rank
+/// timed out waiting for replies that never came. Every other failure
+/// fails the test at once.
+fn sockets_stalled(provider: &str, out: &Output) -> bool {
+    provider == "sockets" && out.stderr.contains("replies do not come back")
 }
 
 const DONE_DIR: &str = "ONESIDED_TEST_DONE_DIR";
@@ -708,16 +841,30 @@ macro_rules! spmd_test {
 /// onesided-run with extra environment, and checks that every rank passed it.
 pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: &[(&str, &str)]) {
     let name = test_name(module, test);
-    let mut cmd = onesided_run_command(&name, ranks, &[]);
-    select_provider(&mut cmd, provider);
-    cmd.env("ONESIDED_SHM", "0");
-    for (k, v) in env {
-        cmd.env(k, v);
+    let run = || {
+        let mut cmd = onesided_run_command(&name, ranks, &[]);
+        select_provider(&mut cmd, provider);
+        cmd.env("ONESIDED_SHM", "0");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = run_with_limit(cmd, job_timeout());
+        let passed = out.stdout.matches("test result: ok. 1 passed").count();
+        (out, passed)
+    };
+    let (mut out, mut passed) = run();
+    let ok = |out: &Output, passed| out.status.is_some_and(|s| s.success()) && passed == ranks;
+    if !ok(&out, passed) && sockets_stalled(provider, &out) {
+        // As in `run_jobs`: the sockets provider's known stall, retried once.
+        say(&format!(
+            "[harness] KNOWN PROVIDER DEFECT {test} with {env:?} on sockets: messages \
+             stopped arriving; once more\n{}",
+            out.tail(12)
+        ));
+        (out, passed) = run();
     }
-    let out = run_with_limit(cmd, job_timeout());
-    let passed = out.stdout.matches("test result: ok. 1 passed").count();
     assert!(
-        out.status.is_some_and(|s| s.success()) && passed == ranks,
+        ok(&out, passed),
         "{test} with {env:?} on {provider}: {passed} of {ranks} ranks passed\n{}",
         out.tail(40)
     );

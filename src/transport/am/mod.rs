@@ -239,9 +239,20 @@ impl ActiveMessages {
         self.message(t, Class::Request, kind, 1, payload)?;
         self.reach(t, target)?;
         let what = || {
+            // The counters tell a lost reply from a peer that stopped serving.
+            let (am, ts) = (self.stats(), t.stats());
             format!(
                 "waiting for one of {CREDITS} request credits (request of kind {kind} \
-                 to rank {target}): replies do not come back"
+                 to rank {target}): replies do not come back ({} requests sent, {} replies \
+                 matched, {} messages handled here; the transport received {} messages, \
+                 dropped {}, sent {}, has {} operations in flight)",
+                am.requests,
+                am.replies,
+                am.handled,
+                ts.messages_received,
+                ts.messages_dropped,
+                ts.sends,
+                ts.ops_in_flight
             )
         };
         let mut wait = crate::progress::wait::Waiter::new(self.timeout, &what);

@@ -37,8 +37,9 @@ pub fn known_defect(provider: &str) -> Option<&'static str> {
     match (base, provider.contains("ofi_rxm")) {
         ("sockets", _) => Some(
             "junk bytes sent to its listening port can crash the rank (SIGSEGV or SIGABRT \
-             in the provider) or hang the job; not in the automatic order, used only when \
-             ONESIDED_PROVIDER names it",
+             in the provider) or hang the job, and under heavy message traffic it rarely \
+             stops reading one connection (requests then time out); not in the automatic \
+             order, used only when ONESIDED_PROVIDER names it",
         ),
         ("tcp", true) => Some(
             "a rank killed while the others are in a collective (window creation) can make a \
