@@ -296,6 +296,12 @@ impl<T: Element> Window<'_, T> {
                 }
             },
             LockType::Exclusive => {
+                // Uncontended: one compare-and-swap from a free word to the
+                // state the announce-then-take path below ends in.
+                let free = self.word_cas(rank, at, 0, WRITER | HELD)?;
+                if free == 0 {
+                    return Ok(());
+                }
                 // Announce: from now on new readers back off.
                 let seen = self.word_add(rank, at, WRITER)?.wrapping_add(WRITER);
                 let got = self.take_exclusive(rank, at, seen, &mut wait);
