@@ -99,8 +99,20 @@ fn errors_after_first_contact() {
     );
     assert_eq!(mine[7 + rank], 7 + left as u64);
     win.free().unwrap();
-    expect_err(win.put(right, 0, &[1]), &["freed"]);
-    expect_err(win.flush(right), &["freed"]);
+    // The error names the operation that was refused.
+    let e = expect_err(win.put(right, 0, &[1]), &["freed", "put"]);
+    assert!(!e.to_string().contains("synchronization"), "{e}");
+    expect_err(win.get(right, 0, &mut [0]), &["freed", "get"]);
+    expect_err(win.flush(right), &["freed", "flush"]);
+    for e in [
+        win.lock(right, LockType::Shared, Assert::NONE),
+        win.fence(Assert::NONE),
+        win.unlock_all(),
+        win.complete(),
+    ] {
+        let e = expect_err(e, &["freed"]);
+        assert!(!e.to_string().contains("synchronization"), "{e}");
+    }
 }
 
 const THREADS: usize = 4;

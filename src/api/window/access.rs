@@ -79,6 +79,8 @@ impl<T: Element> Window<'_, T> {
         disp: usize,
         n: usize,
     ) -> Result<(usize, usize, Descriptor, Issuing<'_>)> {
+        // After free, name the operation rather than "synchronization".
+        self.alive(op)?;
         let prepare = self.epoch()?.may_issue(self.id, op, rank)?;
         if self.is_dynamic() {
             let at = self.dynamic_remote(rank, disp, n)?;

@@ -351,6 +351,7 @@ impl<T: Element> Window<'_, T> {
     /// On the software lock path a remote lock is lazy: nothing is sent
     /// until the first operation, flush or unlock (see `docs/semantics.md`).
     pub fn lock(&self, rank: usize, kind: LockType, assert: Assert) -> Result<()> {
+        self.alive("lock")?;
         // As lock_all_with (and MPI_Win_lock): only NOCHECK is defined.
         if assert.0 & !Assert::NOCHECK.0 != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -392,6 +393,7 @@ impl<T: Element> Window<'_, T> {
     /// Completes every operation to `rank` (locally and at the target, as
     /// [`Window::flush`]), then releases the lock taken by [`Window::lock`].
     pub fn unlock(&self, rank: usize) -> Result<()> {
+        self.alive("unlock")?;
         let rank = self.check_rank(rank)?;
         let held = self.epoch()?.check_unlock(self.id, rank)?;
         if self.soft_lock.is_some() && !held.nocheck {

@@ -229,6 +229,7 @@ impl<T: Element> Window<'_, T> {
     /// its complete counter; after its post, unless NOCHECK). The epoch is
     /// closed even if this fails.
     pub fn complete(&self) -> Result<()> {
+        self.alive("complete")?;
         let access = self.epoch()?.pscw.check_complete(self.id)?.clone();
         let done = self.complete_access(&access.group, access.nocheck);
         self.epoch()?.pscw.end_complete();
@@ -326,6 +327,7 @@ impl<T: Element> Window<'_, T> {
     /// of the `post` group has called `complete`, so all their operations
     /// on this window are applied.
     pub fn wait(&self) -> Result<()> {
+        self.alive("wait")?;
         let until = self.epoch()?.pscw.check_wait(self.id, "wait")?;
         let id = self.id;
         self.poll_until(|| self.exposure_done(until), &|| {
@@ -337,6 +339,7 @@ impl<T: Element> Window<'_, T> {
     /// exposure epoch is closed) once every origin completed, else
     /// `Ok(false)` after driving progress once.
     pub fn test(&self) -> Result<bool> {
+        self.alive("test")?;
         let until = self.epoch()?.pscw.check_wait(self.id, "test")?;
         if self.exposure_done(until)? {
             return Ok(true);

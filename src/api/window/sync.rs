@@ -77,6 +77,7 @@ impl<T: Element> Window<'_, T> {
 
     /// Completes all operations to `rank`, locally and at the target.
     pub fn flush(&self, rank: usize) -> Result<()> {
+        self.alive("flush")?;
         let rank = self.check_rank(rank)?;
         if !self.permit().flushes(rank) {
             self.epoch()?.flush(self.id, "flush", Some(rank))?;
@@ -88,6 +89,7 @@ impl<T: Element> Window<'_, T> {
 
     /// Completes all operations to every target.
     pub fn flush_all(&self) -> Result<()> {
+        self.alive("flush_all")?;
         self.epoch()?.flush(self.id, "flush_all", None)?;
         self.flush_pending(None)?;
         self.complete_all()
@@ -95,6 +97,7 @@ impl<T: Element> Window<'_, T> {
 
     /// Completes operations to `rank` locally (buffers reusable).
     pub fn flush_local(&self, rank: usize) -> Result<()> {
+        self.alive("flush_local")?;
         let rank = self.check_rank(rank)?;
         self.epoch()?.flush(self.id, "flush_local", Some(rank))?;
         self.complete_local()
@@ -102,6 +105,7 @@ impl<T: Element> Window<'_, T> {
 
     /// Completes all operations locally.
     pub fn flush_local_all(&self) -> Result<()> {
+        self.alive("flush_local_all")?;
         self.epoch()?.flush(self.id, "flush_local_all", None)?;
         self.complete_local()
     }
@@ -122,6 +126,7 @@ impl<T: Element> Window<'_, T> {
     /// target"). With `Assert::NOCHECK` (no conflicting lock exists) no lock
     /// is touched.
     pub fn lock_all_with(&self, assert: Assert) -> Result<()> {
+        self.alive("lock_all")?;
         if assert.0 & !Assert::NOCHECK.0 != 0 {
             return Err(Error::InvalidArgument(format!(
                 "window {}: lock_all accepts only Assert::NOCHECK, got {:#x}",
@@ -142,6 +147,7 @@ impl<T: Element> Window<'_, T> {
     /// and closes the epoch. Every lock is released even if one release
     /// fails; the first error is returned.
     pub fn unlock_all(&self) -> Result<()> {
+        self.alive("unlock_all")?;
         self.epoch()?.unlock_all(self.id)?;
         let done = self.complete_all();
         let taken = self.epoch()?.end_unlock_all();
@@ -166,6 +172,7 @@ impl<T: Element> Window<'_, T> {
     /// with `NOSUCCEED` too the fence sends nothing at all; `NOSTORE` and
     /// `NOPUT` are accepted (see docs/semantics.md, "Fence").
     pub fn fence(&self, assert: Assert) -> Result<()> {
+        self.alive("fence")?;
         let plan = self.epoch()?.fence(self.id, assert)?;
         self.new_access_epoch();
         if plan.complete {
