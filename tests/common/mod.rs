@@ -34,7 +34,9 @@
 //! `ONESIDED_SRUN` for its path — and `mpirun`, Open MPI's `mpirun
 //! --allow-run-as-root --oversubscribe`, `ONESIDED_MPIRUN` for its path;
 //! these are never in the default and fail loudly when asked for but absent),
-//! `ONESIDED_TEST_TIMEOUT` (seconds per job, default 120), `ONESIDED_HYDRA`
+//! `ONESIDED_TEST_TIMEOUT` (seconds per job, default 120; a job that
+//! outlives it has every rank's thread stacks printed before it is stopped,
+//! with `ONESIDED_GDB` or the `gdb` in `PATH`), `ONESIDED_HYDRA`
 //! (path of `mpiexec.hydra`, default: looked up in `PATH`).
 
 #![allow(dead_code)]
