@@ -26,15 +26,68 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     blocks: Vec<(usize, usize)>,
+    /// `blocks` as runs of equal blocks at a constant stride (computed
+    /// once: the copy loops walk runs, not blocks).
+    runs: Vec<Run>,
     len: usize,
     extent: usize,
+}
+
+/// Equal blocks at a constant stride: `count` blocks of `len` elements,
+/// the first at element `at`, each `stride` (≥ `len`) after the previous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub at: usize,
+    pub len: usize,
+    pub stride: usize,
+    pub count: usize,
+}
+
+/// `blocks` (non-empty, non-overlapping) as the longest runs, in order.
+fn runs_of(blocks: &[(usize, usize)]) -> Vec<Run> {
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < blocks.len() {
+        let (at, len) = blocks[i];
+        let (count, stride) = stride_run(&blocks[i..]);
+        runs.push(Run {
+            at,
+            len,
+            stride: stride.max(len),
+            count,
+        });
+        i += count;
+    }
+    runs
+}
+
+/// The longest run of equal-length blocks at a constant, increasing stride
+/// (at least the block length) at the start of `blocks` (not empty), as
+/// (blocks, stride; 0 for one block).
+fn stride_run(blocks: &[(usize, usize)]) -> (usize, usize) {
+    let (at0, n) = blocks[0];
+    let Some(&(at1, n1)) = blocks.get(1) else {
+        return (1, 0);
+    };
+    if n1 != n || at1 < at0 + n {
+        return (1, 0);
+    }
+    let stride = at1 - at0;
+    let count = 2 + blocks[2..]
+        .iter()
+        .zip(&blocks[1..])
+        .take_while(|(&(at, len), &(prev, _))| len == n && at.checked_sub(prev) == Some(stride))
+        .count();
+    (count, stride)
 }
 
 impl Layout {
     /// `n` consecutive elements.
     pub fn contiguous(n: usize) -> Layout {
+        let blocks = if n == 0 { Vec::new() } else { vec![(0, n)] };
         Layout {
-            blocks: if n == 0 { Vec::new() } else { vec![(0, n)] },
+            runs: runs_of(&blocks),
+            blocks,
             len: n,
             extent: n,
         }
@@ -84,6 +137,7 @@ impl Layout {
             }
         }
         Ok(Layout {
+            runs: runs_of(&out),
             blocks: out,
             len,
             extent,
@@ -162,6 +216,11 @@ impl Layout {
         &self.blocks
     }
 
+    /// The blocks as runs of equal blocks at a constant stride, in order.
+    pub(crate) fn runs(&self) -> &[Run] {
+        &self.runs
+    }
+
     /// Elements the layout holds (what travels).
     pub fn len(&self) -> usize {
         self.len
@@ -182,11 +241,17 @@ impl Layout {
     pub(crate) fn pack<T: Copy>(&self, buf: &[T]) -> Result<Vec<T>> {
         self.fits(buf.len(), "origin buffer")?;
         let mut out = Vec::with_capacity(self.len);
-        for &(at, n) in &self.blocks {
-            match n {
-                // One element (a column): no copy call per block.
-                1 => out.push(buf[at]),
-                _ => out.extend_from_slice(&buf[at..at + n]),
+        for r in &self.runs {
+            let run = &buf[r.at..r.at + r.stride * (r.count - 1) + r.len];
+            match r.len {
+                // One element per block (a column): a strided gather, no
+                // copy call per block.
+                1 => out.extend(run.iter().step_by(r.stride).copied()),
+                n => {
+                    for k in 0..r.count {
+                        out.extend_from_slice(&run[k * r.stride..k * r.stride + n]);
+                    }
+                }
             }
         }
         Ok(out)
@@ -247,6 +312,42 @@ mod tests {
         assert!(Layout::vector(usize::MAX, 1, 2).is_err());
         assert_eq!(Layout::vector(0, 5, 1).unwrap().len(), 0);
         assert_eq!(Layout::vector(1, 5, 1).unwrap().blocks(), &[(0, 5)]);
+    }
+
+    #[test]
+    fn runs_of_equal_blocks() {
+        assert_eq!(stride_run(&[(0, 1), (10, 1), (20, 1), (30, 2)]), (3, 10));
+        assert_eq!(stride_run(&[(5, 3)]), (1, 0));
+        // Overlapping or shrinking blocks are no run.
+        assert_eq!(stride_run(&[(0, 4), (2, 4)]).0, 1);
+        assert_eq!(stride_run(&[(0, 2), (4, 2), (7, 2)]), (2, 4));
+        let l = Layout::indexed(&[(1, 2), (6, 2), (11, 2), (20, 3), (29, 3), (60, 1)]).unwrap();
+        let runs: Vec<_> = l.runs().iter().map(|r| (r.at, r.len, r.stride, r.count)).collect();
+        assert_eq!(runs, vec![(1, 2, 5, 3), (20, 3, 9, 2), (60, 1, 1, 1)]);
+        assert!(Layout::contiguous(0).runs().is_empty());
+    }
+
+    /// Packing walks runs; the result is the blocks' elements in order, for
+    /// layouts of every shape (columns, tiles, mixed, single blocks).
+    #[test]
+    fn pack_by_runs_equals_block_by_block() {
+        let buf: Vec<u64> = (0..4000).collect();
+        let layouts = [
+            Layout::vector(100, 1, 37).unwrap(),
+            Layout::vector(30, 4, 9).unwrap(),
+            Layout::subarray(&[20, 30, 6], &[3, 5, 2], &[1, 2, 3]).unwrap(),
+            Layout::indexed(&[(3, 1), (5, 1), (7, 2), (100, 7), (200, 1), (203, 1)]).unwrap(),
+            Layout::contiguous(17),
+        ];
+        for l in &layouts {
+            let mut want = Vec::new();
+            for &(at, n) in l.blocks() {
+                want.extend_from_slice(&buf[at..at + n]);
+            }
+            assert_eq!(l.pack(&buf).unwrap(), want, "{l:?}");
+            let total: usize = l.runs().iter().map(|r| r.len * r.count).sum();
+            assert_eq!(total, l.len());
+        }
     }
 
     #[test]

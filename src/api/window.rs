@@ -13,6 +13,7 @@ mod accumulate;
 mod aggregate;
 mod agreement;
 mod create;
+mod deferred;
 mod direct;
 mod dynamic;
 mod info;
@@ -158,6 +159,9 @@ pub struct Window<'a, T: Element> {
     info: WindowInfo,
     // Small puts and accumulates queued per target (`protocols/aggregation/origin.rs`).
     agg: Option<crate::protocols::aggregation::Aggregation>,
+    // Strided puts to node-local peers written at the epoch's end
+    // (`deferred.rs`).
+    deferred: deferred::Deferred,
     freed: bool,
     flavor: Flavor,
     // Attached regions (dynamic windows): deregistered with the window.
@@ -377,6 +381,7 @@ impl<'a, T: Element> Window<'a, T> {
             paths,
             info: *info,
             agg,
+            deferred: deferred::Deferred::default(),
             freed: false,
             dynamic: None,
             flavor: Flavor::Create,

@@ -148,6 +148,14 @@ impl SyncState {
         }
     }
 
+    /// Whether operations now belong to an active-target access epoch
+    /// (fence or PSCW) and no per-target lock is held: the targets read
+    /// what they receive only after their own fence or `wait`.
+    pub fn active_target(&self) -> bool {
+        self.locks.is_empty()
+            && (self.pscw.access.is_some() || matches!(self.mode, Epoch::Fence { .. }))
+    }
+
     /// The lock-free summary of this state for the operation fast path
     /// (see [`Permit`]).
     pub fn permit(&self) -> Permit {

@@ -51,6 +51,11 @@ impl<T: Element> Window<'_, T> {
         disp: usize,
         n: usize,
     ) -> Result<(usize, usize, Descriptor, Issuing<'_>)> {
+        if self.deferred.pending() && op != "put_layout" {
+            // Deferred layouts land before anything else of this origin
+            // (`deferred.rs`).
+            self.deferred.write(self.id)?;
+        }
         let (asked, rank) = (rank, self.check_rank(rank)?);
         let permit = self.permit();
         if permit.covers(rank) && !self.is_dynamic() {

@@ -13,7 +13,8 @@
 //!
 //! Memory barriers: a direct put/get is complete when the call returns
 //! (`Memory::write` ends with a release fence, `Memory::read` starts with an
-//! acquire fence); every completing call (flush family, unlock, unlock_all,
+//! acquire fence; a deferred `put_layout`, `deferred.rs`, when the epoch's
+//! completing call writes it); every completing call (flush family, unlock, unlock_all,
 //! fence, free) issues a sequentially consistent fence before it
 //! synchronizes with the target (`complete_local`), so the target sees the
 //! stores once it sees the synchronization.

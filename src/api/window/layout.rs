@@ -4,7 +4,9 @@
 //! The layouts are checked against the origin buffer, against each other
 //! (same element count) and against the target's part of the window
 //! before anything is sent. A put to oneself or to a node-local peer on
-//! the direct path is one epoch check and a copy per block. Over a
+//! the direct path is one epoch check and a copy per block, except that a
+//! column-like put to a peer in a fence or PSCW epoch is packed now and
+//! written at the epoch's end (`deferred.rs`). Over a
 //! back-end that aggregates (tcp, sockets), runs of equal blocks at a
 //! constant stride (what vector and subarray layouts make) travel as
 //! strided entries of BATCH messages, unpacked by the target
@@ -20,6 +22,9 @@
 //! issued together and waited for together. Accumulates keep element-wise
 //! atomicity, as MPI asks of them.
 
+use std::sync::Arc;
+
+use super::deferred::Deferred;
 use super::Window;
 use crate::api::element::Element;
 use crate::api::layout::Layout;
@@ -68,6 +73,23 @@ impl<T: Element> Window<'_, T> {
             false => self.direct(world_rank, &d)?,
         };
         if world_rank == self.me || direct.is_some() {
+            if let Some(peer) = direct.as_ref() {
+                if Deferred::worth(blocks.len(), target.len() * size)
+                    && self.epoch()?.active_target()
+                {
+                    // Packed now, written at the epoch's end (`deferred.rs`).
+                    let mut runs = Vec::new();
+                    for_runs(target, |at, (n, stride), count| {
+                        runs.push((off + at * size, n * size, stride * size, count));
+                        Ok(())
+                    })?;
+                    let data = origin_layout.pack(origin)?;
+                    return self.deferred.push(self.id, Arc::clone(peer), runs, Box::new(data));
+                }
+            }
+            // Earlier deferred layouts first: one origin's writes land in
+            // program order.
+            self.deferred.write(self.id)?;
             let mem = direct.as_deref().unwrap_or(&self.mem);
             if same_blocks(target, origin_layout) {
                 // Blocks of the same shapes on both sides: copied block to
@@ -81,7 +103,7 @@ impl<T: Element> Window<'_, T> {
             let packed = origin_layout.pack(origin)?;
             let bytes: &[u8] = bytemuck::cast_slice(&packed);
             let mut pos = 0;
-            return for_runs(blocks, |at, (n, stride), count| {
+            return for_runs(target, |at, (n, stride), count| {
                 let data = &bytes[pos * size..(pos + count * n) * size];
                 pos += count * n;
                 mem.write_strided(off + at * size, (n * size, stride * size), data)
@@ -96,7 +118,7 @@ impl<T: Element> Window<'_, T> {
         let bytes: &[u8] = bytemuck::cast_slice(&packed);
         // Elements and blocks done so far.
         let (mut pos, mut done) = (0, 0);
-        for_runs(blocks, |at, (n, stride), count| {
+        for_runs(target, |at, (n, stride), count| {
             let elems = count * n;
             let data = &bytes[pos * size..(pos + elems) * size];
             let queued = count > 1
@@ -223,7 +245,7 @@ impl<T: Element> Window<'_, T> {
         let mut packed = vec![T::zeroed(); blocks.iter().map(|b| b.1).sum()];
         // Elements and blocks done so far.
         let (mut pos, mut done) = (0, 0);
-        for_runs(blocks, |at, (n, stride), count| {
+        for_runs(target, |at, (n, stride), count| {
             let elems = count * n;
             let out = &mut packed[pos..pos + elems];
             let fetched = count > 1
@@ -397,66 +419,11 @@ fn same_blocks(a: &Layout, b: &Layout) -> bool {
 /// elements from element `at`, `stride` elements apart (`n` for a run of
 /// one block), in order.
 fn for_runs(
-    blocks: &[(usize, usize)],
+    layout: &Layout,
     mut f: impl FnMut(usize, (usize, usize), usize) -> Result<()>,
 ) -> Result<()> {
-    let mut i = 0;
-    while i < blocks.len() {
-        let run = stride_run(&blocks[i..]);
-        let (at, n) = blocks[i];
-        f(at, (n, run.stride.max(n)), run.count)?;
-        i += run.count;
+    for r in layout.runs() {
+        f(r.at, (r.len, r.stride), r.count)?;
     }
     Ok(())
-}
-
-/// A run of blocks of one length at a constant stride.
-struct Run {
-    /// Blocks in the run (≥ 1).
-    count: usize,
-    /// Elements from one block's start to the next one's (0 for one block).
-    stride: usize,
-}
-
-/// The longest run of equal-length blocks at a constant, increasing stride
-/// (at least the block length) at the start of `blocks` (not empty).
-fn stride_run(blocks: &[(usize, usize)]) -> Run {
-    let (at0, n) = blocks[0];
-    let Some(&(at1, n1)) = blocks.get(1) else {
-        return Run {
-            count: 1,
-            stride: 0,
-        };
-    };
-    if n1 != n || at1 < at0 + n {
-        return Run {
-            count: 1,
-            stride: 0,
-        };
-    }
-    let stride = at1 - at0;
-    let count = 2 + blocks[2..]
-        .iter()
-        .zip(&blocks[1..])
-        .take_while(|(&(at, len), &(prev, _))| len == n && at.checked_sub(prev) == Some(stride))
-        .count();
-    Run { count, stride }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::stride_run;
-
-    #[test]
-    fn runs_of_equal_blocks() {
-        let r = stride_run(&[(0, 1), (10, 1), (20, 1), (30, 2)]);
-        assert_eq!((r.count, r.stride), (3, 10));
-        let r = stride_run(&[(5, 3)]);
-        assert_eq!((r.count, r.stride), (1, 0));
-        // Overlapping or shrinking blocks are no run.
-        let r = stride_run(&[(0, 4), (2, 4)]);
-        assert_eq!(r.count, 1);
-        let r = stride_run(&[(0, 2), (4, 2), (7, 2)]);
-        assert_eq!((r.count, r.stride), (2, 4));
-    }
 }

@@ -14,6 +14,7 @@ use crate::meta::dirty::for_each_rank;
 impl<T: Element> Window<'_, T> {
     /// Completes request-based operations locally.
     pub(super) fn complete_local(&self) -> Result<()> {
+        self.deferred.write(self.id)?;
         self.complete_batches()?;
         // Direct (load/store) operations to node-local peers are complete
         // when issued; this fence orders them before the synchronization
@@ -175,6 +176,8 @@ impl<T: Element> Window<'_, T> {
         self.alive("fence")?;
         let plan = self.epoch()?.fence(self.id, assert)?;
         self.new_access_epoch();
+        // Even after NOPRECEDE: a deferred layout never outlives its epoch.
+        self.deferred.write(self.id)?;
         if plan.complete {
             self.complete_all()?;
         }
