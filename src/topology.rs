@@ -471,6 +471,15 @@ pub fn current_binding() -> Vec<usize> {
     }
 }
 
+/// The machine's online CPUs (`/sys/devices/system/cpu/online`; 0 when
+/// unknown).
+pub fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()).ok())
+        .map_or(0, |v| v.len())
+}
+
 /// Pins the calling thread to `cpus`.
 pub fn pin_current_thread(cpus: &[usize]) -> Result<(), String> {
     let mut set = nix::sched::CpuSet::new();
