@@ -257,6 +257,32 @@ impl Layout {
         Ok(out)
     }
 
+    /// [`Layout::pack`], appended to `out` as bytes (the deferred puts of
+    /// `api::window::deferred`).
+    pub(crate) fn pack_bytes<T: bytemuck::Pod>(&self, buf: &[T], out: &mut Vec<u8>) -> Result<()> {
+        self.fits(buf.len(), "origin buffer")?;
+        let size = std::mem::size_of::<T>();
+        let start = out.len();
+        out.resize(start + self.len * size, 0);
+        let mut dst = &mut out[start..];
+        for r in &self.runs {
+            let run = &buf[r.at..r.at + r.stride * (r.count - 1) + r.len];
+            let (head, rest) = dst.split_at_mut(r.len * r.count * size);
+            if r.len == 1 {
+                // One element per block (a column): a strided gather.
+                for (d, s) in head.chunks_exact_mut(size).zip(run.iter().step_by(r.stride)) {
+                    d.copy_from_slice(bytemuck::bytes_of(s));
+                }
+            } else {
+                for (k, d) in head.chunks_exact_mut(r.len * size).enumerate() {
+                    d.copy_from_slice(bytemuck::cast_slice(&run[k * r.stride..k * r.stride + r.len]));
+                }
+            }
+            dst = rest;
+        }
+        Ok(())
+    }
+
     /// Scatters `packed` into the elements of `buf` this layout names.
     pub(crate) fn unpack<T: Copy>(&self, packed: &[T], buf: &mut [T]) -> Result<()> {
         self.fits(buf.len(), "origin buffer")?;
@@ -345,6 +371,10 @@ mod tests {
                 want.extend_from_slice(&buf[at..at + n]);
             }
             assert_eq!(l.pack(&buf).unwrap(), want, "{l:?}");
+            let mut bytes = vec![7u8; 3];
+            l.pack_bytes(&buf, &mut bytes).unwrap();
+            assert_eq!(&bytes[..3], &[7, 7, 7]);
+            assert_eq!(&bytes[3..], bytemuck::cast_slice::<u64, u8>(&want), "{l:?}");
             let total: usize = l.runs().iter().map(|r| r.len * r.count).sum();
             assert_eq!(total, l.len());
         }

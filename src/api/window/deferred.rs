@@ -42,28 +42,22 @@ pub(super) const MAX_BLOCK_BYTES: usize = 256;
 /// Bytes of packed data the queue holds at most.
 pub(super) const MAX_BYTES: usize = 1 << 20;
 
-/// Packed elements of any element type, seen as bytes.
-pub(super) trait Packed: Send {
-    fn bytes(&self) -> &[u8];
-}
-
-impl<T: bytemuck::Pod + Send> Packed for Vec<T> {
-    fn bytes(&self) -> &[u8] {
-        bytemuck::cast_slice(self)
-    }
-}
-
-/// One deferred layout: packed data and where its runs go.
+/// One deferred layout: where its runs go; its runs and packed bytes are
+/// the next ones in the queue's buffers.
 struct Write {
     mem: Arc<Memory<'static>>,
-    /// Runs as (first byte, block bytes, stride bytes, blocks).
-    runs: Vec<(usize, usize, usize, usize)>,
-    data: Box<dyn Packed>,
+    runs: usize,
+    bytes: usize,
 }
 
+/// Queued layouts. The buffers keep their capacity from one epoch to the
+/// next (at most [`MAX_BYTES`] of data): a steady halo exchange allocates
+/// nothing per call.
 #[derive(Default)]
 struct Queue {
-    bytes: usize,
+    /// Runs as (first byte, block bytes, stride bytes, blocks).
+    runs: Vec<(usize, usize, usize, usize)>,
+    data: Vec<u8>,
     writes: Vec<Write>,
 }
 
@@ -95,22 +89,38 @@ impl Deferred {
         })
     }
 
-    /// Queues `data` for `runs` of `mem` (writing the queue first if the
-    /// data would overflow it).
+    /// Queues a layout of `bytes` bytes for `mem`: `runs` (as in
+    /// [`Queue::runs`]) and `pack`, which appends exactly `bytes` packed
+    /// bytes to the buffer it is given. Writes the queue first if the
+    /// data would overflow it.
+    ///
+    /// # Errors
+    /// A write of the queue failing, or `pack`'s error (nothing queued).
     pub fn push(
         &self,
         window: u64,
         mem: Arc<Memory<'static>>,
-        runs: Vec<(usize, usize, usize, usize)>,
-        data: Box<dyn Packed>,
+        runs: impl Iterator<Item = (usize, usize, usize, usize)>,
+        bytes: usize,
+        pack: impl FnOnce(&mut Vec<u8>) -> Result<()>,
     ) -> Result<()> {
-        let len = data.bytes().len();
         let mut q = self.queue(window)?;
-        if q.bytes + len > MAX_BYTES {
+        if q.data.len() + bytes > MAX_BYTES {
             write_all(&mut q)?;
         }
-        q.bytes += len;
-        q.writes.push(Write { mem, runs, data });
+        let (r0, d0) = (q.runs.len(), q.data.len());
+        q.runs.extend(runs);
+        let packed = pack(&mut q.data);
+        if packed.is_err() || q.data.len() != d0 + bytes {
+            q.runs.truncate(r0);
+            q.data.truncate(d0);
+            packed?;
+            return Err(Error::InvalidArgument(format!(
+                "window {window}: deferred put packed a wrong number of bytes"
+            )));
+        }
+        let runs = q.runs.len() - r0;
+        q.writes.push(Write { mem, runs, bytes });
         self.pending.store(true, Ordering::Release);
         Ok(())
     }
@@ -132,14 +142,22 @@ impl Deferred {
 }
 
 fn write_all(q: &mut Queue) -> Result<()> {
-    let writes = std::mem::take(&mut q.writes);
-    q.bytes = 0;
-    for w in writes {
-        write_runs(&w.mem, &w.runs, w.data.bytes())?;
+    let (mut r, mut d) = (0, 0);
+    let mut done = Ok(());
+    for w in q.writes.drain(..) {
+        if done.is_ok() {
+            done = write_runs(&w.mem, &q.runs[r..r + w.runs], &q.data[d..d + w.bytes]);
+        }
+        r += w.runs;
+        d += w.bytes;
     }
-    Ok(())
+    q.runs.clear();
+    q.data.clear();
+    if q.data.capacity() > MAX_BYTES {
+        q.data.shrink_to(MAX_BYTES);
+    }
+    done
 }
-
 /// Writes packed `data` into `runs` of `mem` (runs as in [`Write`]).
 pub(super) fn write_runs(
     mem: &Memory<'_>,

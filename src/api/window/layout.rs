@@ -78,13 +78,16 @@ impl<T: Element> Window<'_, T> {
                     && self.epoch()?.active_target()
                 {
                     // Packed now, written at the epoch's end (`deferred.rs`).
-                    let mut runs = Vec::new();
-                    for_runs(target, |at, (n, stride), count| {
-                        runs.push((off + at * size, n * size, stride * size, count));
-                        Ok(())
-                    })?;
-                    let data = origin_layout.pack(origin)?;
-                    return self.deferred.push(self.id, Arc::clone(peer), runs, Box::new(data));
+                    let runs = target.runs().iter().map(|r| {
+                        (off + r.at * size, r.len * size, r.stride * size, r.count)
+                    });
+                    return self.deferred.push(
+                        self.id,
+                        Arc::clone(peer),
+                        runs,
+                        target.len() * size,
+                        |out| origin_layout.pack_bytes(origin, out),
+                    );
                 }
             }
             // Earlier deferred layouts first: one origin's writes land in
