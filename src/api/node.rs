@@ -88,10 +88,15 @@ impl World {
                 message: format!("control region locator {v:?} is not hexadecimal"),
             })
         };
+        if let Some(m) = self.ctrl_slots.get(rank) {
+            return Ok(Some(m));
+        }
         let len = self.config.layout().region_bytes();
-        self.mappings
-            .get_or_map((CTRL_WINDOW, rank), locate, || ctrl_name(rank), len)
-            .map(Some)
+        let m = self
+            .mappings
+            .get_or_map((CTRL_WINDOW, rank), locate, || ctrl_name(rank), len)?;
+        self.ctrl_slots.offer(rank, &m);
+        Ok(Some(m))
     }
 
     fn ctrl_word<R>(&self, rank: usize, f: impl FnOnce(&Memory<'_>) -> Result<R>) -> Result<R> {

@@ -85,6 +85,9 @@ pub struct World {
     pub(crate) config: Config,
     pub(crate) node: NodeMap,
     pub(crate) mappings: Mappings,
+    /// Peers' control regions found in `mappings`, by rank, lock-free
+    /// (`meta::targets::PeerRegions`).
+    pub(crate) ctrl_slots: crate::meta::targets::PeerRegions,
     next_window: AtomicU64,
     pub(crate) barrier_epoch: Mutex<u64>,
     /// Group slots: which are taken, the last epoch of each (`api::group`).
@@ -298,6 +301,7 @@ impl World {
             peers,
             rkeys: Mutex::new(RkeyCache::new(config.rkey_cache)),
             mappings: Mappings::new(config.shm_cache),
+            ctrl_slots: Default::default(),
             node,
             config,
             next_window: AtomicU64::new(1),

@@ -32,18 +32,25 @@
 //! or in a fence epoch with operations issued, and those are refused while
 //! a PSCW epoch is open.
 
+use smallvec::SmallVec;
+
 use crate::error::{Error, Result};
+
+/// A PSCW group: world ranks, sorted, distinct. Inline up to 8 ranks, so
+/// the usual neighbour groups cost no allocation per epoch (PSCW is a
+/// per-iteration synchronization in halo codes).
+pub type Group = SmallVec<[usize; 8]>;
 
 /// The origin side of one PSCW access epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
     /// Targets, sorted, distinct.
-    pub group: Vec<usize>,
+    pub group: Group,
     /// `Assert::NOCHECK`: the matching posts have completed already, no
     /// notification is awaited.
     pub nocheck: bool,
     /// Targets whose post notification this epoch has consumed (sorted).
-    pub ready: Vec<usize>,
+    pub ready: Group,
 }
 
 impl Access {
@@ -63,7 +70,7 @@ impl Access {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exposure {
     /// Origins, sorted, distinct.
-    pub group: Vec<usize>,
+    pub group: Group,
     /// `exposed` after this post: `wait` returns when the complete counter
     /// reaches it.
     pub until: u64,
@@ -84,9 +91,8 @@ fn refuse(window: u64, op: &'static str, state: String) -> Error {
     Error::Epoch { window, op, state }
 }
 
-/// Sorted copy of `group`; duplicates are an error.
-pub fn normalize(window: u64, op: &'static str, group: &[usize]) -> Result<Vec<usize>> {
-    let mut g = group.to_vec();
+/// Sorts `g` in place; duplicates are an error.
+pub fn normalize(window: u64, op: &'static str, mut g: Group) -> Result<Group> {
     g.sort_unstable();
     if let Some(w) = g.windows(2).find(|w| w[0] == w[1]) {
         return Err(Error::InvalidArgument(format!(
@@ -122,7 +128,7 @@ impl Pscw {
     }
 
     /// `start(group)`: opens the access epoch.
-    pub fn start(&mut self, window: u64, group: Vec<usize>, nocheck: bool) -> Result<()> {
+    pub fn start(&mut self, window: u64, group: Group, nocheck: bool) -> Result<()> {
         if let Some(a) = &self.access {
             return Err(refuse(
                 window,
@@ -136,7 +142,7 @@ impl Pscw {
         self.access = Some(Access {
             group,
             nocheck,
-            ready: Vec::new(),
+            ready: Group::new(),
         });
         Ok(())
     }
@@ -192,7 +198,7 @@ impl Pscw {
 
     /// `post(group)`: opens the exposure epoch; returns the counter value
     /// `wait` waits for.
-    pub fn post(&mut self, window: u64, group: Vec<usize>) -> Result<u64> {
+    pub fn post(&mut self, window: u64, group: Group) -> Result<u64> {
         if let Some(e) = &self.exposure {
             return Err(refuse(
                 window,
@@ -230,13 +236,17 @@ impl Pscw {
 mod tests {
     use super::*;
 
+    fn g(r: &[usize]) -> Group {
+        Group::from_slice(r)
+    }
+
     #[test]
     fn access_epoch() {
         let mut p = Pscw::default();
         assert!(p.check_complete(1).is_err(), "complete without start");
         assert!(p.issue(1, "put", 0).is_err(), "op without start");
-        p.start(1, vec![1, 3], false).unwrap();
-        assert!(p.start(1, vec![2], false).is_err(), "start twice");
+        p.start(1, g(&[1, 3]), false).unwrap();
+        assert!(p.start(1, g(&[2]), false).is_err(), "start twice");
         let e = p.issue(1, "put", 2).unwrap_err().to_string();
         assert!(e.contains("rank 2") && e.contains("access group"), "{e}");
         assert!(!p.issue(1, "put", 1).unwrap(), "post of 1 not yet seen");
@@ -247,10 +257,10 @@ mod tests {
         p.check_complete(1).unwrap();
         p.end_complete();
         assert!(!p.ready(1), "no epoch");
-        p.start(1, vec![1], false).unwrap();
+        p.start(1, g(&[1]), false).unwrap();
         assert!(!p.ready(1), "each epoch consumes its own post");
         p.end_complete();
-        p.start(1, vec![4], true).unwrap();
+        p.start(1, g(&[4]), true).unwrap();
         assert!(p.issue(1, "get", 4).unwrap(), "NOCHECK awaits no post");
     }
 
@@ -258,11 +268,11 @@ mod tests {
     fn exposure_epoch() {
         let mut p = Pscw::default();
         assert!(p.check_wait(1, "wait").is_err(), "wait without post");
-        assert_eq!(p.post(1, vec![0, 2]).unwrap(), 2);
-        assert!(p.post(1, vec![1]).is_err(), "post twice");
+        assert_eq!(p.post(1, g(&[0, 2])).unwrap(), 2);
+        assert!(p.post(1, g(&[1])).is_err(), "post twice");
         assert_eq!(p.check_wait(1, "test").unwrap(), 2);
         p.end_wait();
-        assert_eq!(p.post(1, vec![1, 2, 3]).unwrap(), 5, "cumulative");
+        assert_eq!(p.post(1, g(&[1, 2, 3])).unwrap(), 5, "cumulative");
         assert!(p.is_open());
         p.end_wait();
         assert!(!p.is_open());
@@ -270,8 +280,8 @@ mod tests {
 
     #[test]
     fn groups() {
-        assert_eq!(normalize(1, "post", &[3, 0, 2]).unwrap(), vec![0, 2, 3]);
-        let e = normalize(1, "start", &[1, 2, 1]).unwrap_err().to_string();
+        assert_eq!(normalize(1, "post", g(&[3, 0, 2])).unwrap(), g(&[0, 2, 3]));
+        let e = normalize(1, "start", g(&[1, 2, 1])).unwrap_err().to_string();
         assert!(e.contains("rank 1") && e.contains("twice"), "{e}");
     }
 }

@@ -97,6 +97,43 @@ impl Targets {
     }
 }
 
+/// Node-local peers' mapped regions of one kind (the world's control
+/// regions), by the same write-once rule as [`Targets`]: `SLOTS` slots
+/// indexed by `rank % SLOTS`, each a rank and a weak reference, so a hit is
+/// one acquire load and a `Weak::upgrade` instead of the mapping cache's
+/// mutex and lookup. The mapping cache still owns the mappings: after an
+/// eviction the upgrade fails and the caller maps again there.
+pub struct PeerRegions {
+    slots: Box<[OnceLock<PeerRegion>]>,
+}
+
+/// A rank and its region, held weakly.
+type PeerRegion = (usize, Weak<Memory<'static>>);
+
+impl Default for PeerRegions {
+    fn default() -> Self {
+        PeerRegions {
+            slots: (0..SLOTS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+}
+
+impl PeerRegions {
+    /// `rank`'s region, if it owns its slot and is still mapped.
+    #[inline]
+    pub fn get(&self, rank: usize) -> Option<Arc<Memory<'static>>> {
+        self.slots[rank % SLOTS]
+            .get()
+            .filter(|(r, _)| *r == rank)
+            .and_then(|(_, m)| m.upgrade())
+    }
+
+    /// Remembers `rank`'s region if its slot is still free.
+    pub fn offer(&self, rank: usize, m: &Arc<Memory<'static>>) {
+        let _ = self.slots[rank % SLOTS].set((rank, Arc::downgrade(m)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +171,19 @@ mod tests {
         assert_eq!(t.len(), 2);
         t.clear();
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn peer_regions_are_weak_and_write_once() {
+        let p = PeerRegions::default();
+        let m = Arc::new(Memory::allocate(64).unwrap());
+        let other = Arc::new(Memory::allocate(64).unwrap());
+        assert!(p.get(2).is_none());
+        p.offer(2, &m);
+        p.offer(2 + SLOTS, &other); // same slot: not kept
+        assert!(p.get(2).is_some_and(|x| Arc::ptr_eq(&x, &m)));
+        assert!(p.get(2 + SLOTS).is_none() && p.get(3).is_none());
+        drop(m);
+        assert!(p.get(2).is_none(), "evicted: the slot does not keep it");
     }
 }

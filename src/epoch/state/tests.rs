@@ -82,7 +82,7 @@ fn lock_all_lazy_targets() {
 fn pscw_rules() {
     let mut s = SyncState::default();
     s.begin_pscw(1, "start").unwrap();
-    s.pscw.start(1, vec![1, 2], false).unwrap();
+    s.pscw.start(1, [1, 2].into_iter().collect(), false).unwrap();
     assert_eq!(s.may_issue(1, "put", 1).unwrap(), Prepare::AwaitPost);
     let e = s.may_issue(1, "put", 0).unwrap_err().to_string();
     assert!(e.contains("rank 0") && e.contains("access group"), "{e}");
@@ -359,7 +359,7 @@ mod model {
             }
             Call::Start(g) => {
                 s.begin_pscw(W, "start")?;
-                s.pscw.start(W, g.clone(), false)?;
+                s.pscw.start(W, g.iter().copied().collect(), false)?;
             }
             Call::Complete => {
                 s.pscw.check_complete(W)?;
@@ -367,7 +367,7 @@ mod model {
             }
             Call::Post(g) => {
                 s.begin_pscw(W, "post")?;
-                s.pscw.post(W, g.clone())?;
+                s.pscw.post(W, g.iter().copied().collect())?;
             }
             Call::Wait => {
                 s.pscw.check_wait(W, "wait")?;

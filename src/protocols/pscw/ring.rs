@@ -24,26 +24,27 @@
 //! [`publish`](crate::meta::directory::publish) and `retract` zero the
 //! words, so a window slot reused by a later window starts empty.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::error::Result;
 use crate::meta::directory::{COMPLETE_WORD, POST_WORD};
-use crate::transport::{cpu_atomic, Datatype, Memory};
+use crate::transport::Memory;
 
 /// Slots of the ring (words 12–15 of the descriptor).
 pub const SLOTS: usize = 4;
-/// Offset of slot 0 inside a descriptor.
-const SLOT0: usize = COMPLETE_WORD + 8;
+// The slots follow COMPLETE_WORD, which follows POST_WORD (`words`).
+const _: () = assert!(COMPLETE_WORD == POST_WORD + 8);
 
-fn cas(m: &Memory<'_>, off: usize, current: u64, new: u64) -> Result<bool> {
-    let mut old = [0u8; 8];
-    cpu_atomic::compare_swap(
-        m,
-        off,
-        Datatype::U64,
-        &current.to_ne_bytes(),
-        &new.to_ne_bytes(),
-        &mut old,
-    )?;
-    Ok(u64::from_ne_bytes(old) == current)
+/// The ring's words of the descriptor at byte `entry`: `[0]` the
+/// `head << 32 | tail` word, `[2..]` the slots (`[1]` is COMPLETE_WORD,
+/// not the ring's).
+fn words<'m>(m: &'m Memory<'_>, entry: usize) -> Result<&'m [AtomicU64]> {
+    m.cells::<AtomicU64>(entry + POST_WORD, 2 + SLOTS)
+}
+
+fn cas(word: &AtomicU64, current: u64, new: u64) -> bool {
+    word.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
 fn split(w: u64) -> (u32, u32) {
@@ -58,16 +59,16 @@ fn join(head: u32, tail: u32) -> u64 {
 /// of `m` (an origin's mapped control region). `Ok(false)`: the ring is
 /// full, nothing was written.
 pub fn push(m: &Memory<'_>, entry: usize, target: usize) -> Result<bool> {
-    let word = entry + POST_WORD;
+    let words = words(m, entry)?;
+    let (word, slots) = (&words[0], &words[2..]);
     loop {
-        let w = m.load_u64(word)?;
+        let w = word.load(Ordering::Acquire);
         let (head, tail) = split(w);
         if tail.wrapping_sub(head) as usize >= SLOTS {
             return Ok(false);
         }
-        if cas(m, word, w, join(head, tail.wrapping_add(1)))? {
-            let slot = entry + SLOT0 + 8 * (tail as usize % SLOTS);
-            m.store_u64(slot, target as u64 + 1)?;
+        if cas(word, w, join(head, tail.wrapping_add(1))) {
+            slots[tail as usize % SLOTS].store(target as u64 + 1, Ordering::Release);
             return Ok(true);
         }
     }
@@ -79,24 +80,25 @@ pub fn push(m: &Memory<'_>, entry: usize, target: usize) -> Result<bool> {
 /// are dropped and counted in the returned number). Only one thread may
 /// drain a ring at a time (the caller holds the window's epoch lock).
 pub fn drain(m: &Memory<'_>, entry: usize, size: usize, mut arrive: impl FnMut(usize)) -> Result<usize> {
-    let word = entry + POST_WORD;
+    let words = words(m, entry)?;
+    let (word, slots) = (&words[0], &words[2..]);
     let mut bad = 0;
     loop {
-        let (head, tail) = split(m.load_u64(word)?);
+        let (head, tail) = split(word.load(Ordering::Acquire));
         if head == tail {
             return Ok(bad);
         }
-        let slot = entry + SLOT0 + 8 * (head as usize % SLOTS);
-        let v = m.load_u64(slot)?;
+        let slot = &slots[head as usize % SLOTS];
+        let v = slot.load(Ordering::Acquire);
         if v == 0 {
             // Reserved, not written yet: taken on a later look.
             return Ok(bad);
         }
-        m.store_u64(slot, 0)?;
+        slot.store(0, Ordering::Release);
         loop {
-            let w = m.load_u64(word)?;
+            let w = word.load(Ordering::Acquire);
             let (_, tail) = split(w);
-            if cas(m, word, w, join(head.wrapping_add(1), tail))? {
+            if cas(word, w, join(head.wrapping_add(1), tail)) {
                 break;
             }
         }
@@ -151,7 +153,7 @@ mod tests {
         let mut got = Vec::new();
         drain(&m, 0, 10, |r| got.push(r)).unwrap();
         assert_eq!(got, vec![5]);
-        m.store_u64(SLOT0 + 8, 7 + 1).unwrap();
+        m.store_u64(COMPLETE_WORD + 16, 7 + 1).unwrap();
         drain(&m, 0, 10, |r| got.push(r)).unwrap();
         assert_eq!(got, vec![5, 7]);
     }
