@@ -6,6 +6,26 @@
 
 use std::fmt;
 
+fn out_of_window(
+    window: u64,
+    rank: usize,
+    offset: usize,
+    len: usize,
+    window_len: usize,
+    unattached: Option<(u64, u64)>,
+) -> String {
+    match unattached {
+        Some((addr, bytes)) => format!(
+            "window {window}: access to rank {rank} at element offset {offset}, length {len}: \
+             rank {rank} has no region attached at address {addr:#x} covering {bytes} bytes"
+        ),
+        None => format!(
+            "window {window}: access to rank {rank} at element offset {offset}, length {len} \
+             is outside the target window of {window_len} elements"
+        ),
+    }
+}
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -60,11 +80,9 @@ pub enum Error {
     #[non_exhaustive]
     Protocol { peer: String, message: String },
 
-    /// A target range does not lie inside the target's window.
-    #[error(
-        "window {window}: access to rank {rank} at element offset {offset}, length {len} \
-         is outside the target window of {window_len} elements"
-    )]
+    /// A target range does not lie inside the target's window (of a
+    /// dynamic window: inside no region the target has attached).
+    #[error("{}", out_of_window(*.window, *.rank, *.offset, *.len, *.window_len, *.unattached))]
     #[non_exhaustive]
     OutOfWindow {
         window: u64,
@@ -72,6 +90,9 @@ pub enum Error {
         offset: usize,
         len: usize,
         window_len: usize,
+        /// Dynamic windows: the address and byte length that no attached
+        /// region of `rank` covers (`window_len` is then 0).
+        unattached: Option<(u64, u64)>,
     },
 
     /// A rank outside `0..size`.
@@ -361,6 +382,7 @@ mod tests {
                     offset: 10,
                     len: 2,
                     window_len: 11,
+                    unattached: None,
                 },
                 ErrorKind::OutOfWindow,
                 None,

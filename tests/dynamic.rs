@@ -123,7 +123,10 @@ fn attach_put_get_detach() {
         win.stats()
     );
     // Errors: unattached address, straddling the end, past region 1.
-    let e = win.get(right, 1, &mut x).unwrap_err().to_string();
+    let err = win.get(right, 1, &mut x).unwrap_err();
+    assert_eq!(err.kind(), onesided::ErrorKind::OutOfWindow, "{err}");
+    assert_eq!(err.rank(), Some(right), "{err}");
+    let e = err.to_string();
     assert!(
         e.contains("no region attached") && e.contains(&format!("rank {right}")),
         "{e}"

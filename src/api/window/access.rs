@@ -172,6 +172,7 @@ impl<T: Element> Window<'_, T> {
                 offset: disp,
                 len: n,
                 window_len: target_len,
+                unattached: None,
             }),
         }
     }

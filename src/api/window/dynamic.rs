@@ -10,7 +10,7 @@
 //!   through the window descriptor. A peer resolves a displacement against
 //!   its cached copy of the target's table; on a miss it reads the whole
 //!   table again (one RMA read) and, if the address is still not attached,
-//!   returns an error naming rank and address. Copies are kept for at most
+//!   returns `Error::OutOfWindow` (kind `OutOfWindow`) naming rank and address. Copies are kept for at most
 //!   `ONESIDED_RKEY_CACHE` targets (LRU): no state for untouched peers.
 //! * Every operation, also to oneself, goes through the transport: attached
 //!   memory is not in a node-shared segment. Where a remote access error
@@ -267,16 +267,21 @@ impl<'a, T: Element> Window<'a, T> {
                 offset: disp,
                 len: n,
                 window_len: 0,
+                unattached: None,
             }),
         }
     }
 
     fn not_attached(&self, rank: usize, addr: u64, bytes: u64) -> Error {
-        Error::InvalidArgument(format!(
-            "window {}: rank {rank} has no region attached at address {addr:#x} \
-             covering {bytes} bytes",
-            self.id
-        ))
+        let size = std::mem::size_of::<T>() as u64;
+        Error::OutOfWindow {
+            window: self.id,
+            rank,
+            offset: (addr / size) as usize,
+            len: (bytes / size) as usize,
+            window_len: 0,
+            unattached: Some((addr, bytes)),
+        }
     }
 
     /// Resolves `n` elements at `disp` of `rank`'s dynamic window to the

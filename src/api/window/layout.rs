@@ -402,6 +402,7 @@ impl<T: Element> Window<'_, T> {
                     offset: disp,
                     len: target.extent(),
                     window_len: len,
+                    unattached: None,
                 });
             }
         }

@@ -48,6 +48,7 @@ impl<T: Element> Window<'_, T> {
                 offset: disp,
                 len: n,
                 window_len: self.len,
+                unattached: None,
             }),
         }
     }
