@@ -119,6 +119,24 @@ impl<E> Local<E> {
             Home::Global => global.give(e),
         }
     }
+
+    /// Returns every element of `elems` to its home, the global ones under
+    /// one lock of the global pool (a shipped batch returns its operation
+    /// elements at once).
+    pub fn give_all(&mut self, global: &Global<E>, elems: impl Iterator<Item = (E, Home)>) {
+        let mut lock = None;
+        for (e, home) in elems {
+            match home {
+                Home::Local => self.list.free.push(e),
+                Home::Global => {
+                    let l = lock.get_or_insert_with(|| global.list.lock());
+                    if let Ok(l) = l {
+                        l.free.push(e);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use super::wire::{self, Entry};
 use super::Shared;
 
 /// One queued operation (its bytes live in the target element's batch).
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct OpElem {
     home: Home,
     /// [`wire::PUT`] or [`wire::ACCUMULATE`].
@@ -177,10 +177,8 @@ impl OpTable {
     /// their pools.
     pub fn recycle(&mut self, mut t: TargetElem) {
         let global = &self.shared.op_elements;
-        for op in t.ops.drain(..) {
-            let home = op.home;
-            self.ops.give(global, op, home);
-        }
+        self.ops
+            .give_all(global, t.ops.drain(..).map(|op| (op, op.home)));
         let home = t.home;
         self.targets.give(&self.shared.target_elements, t, home);
     }

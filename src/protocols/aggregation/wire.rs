@@ -103,25 +103,39 @@ pub fn begin(buf: &mut Vec<u8>, id: u64) {
 
 /// Appends `e` to the batch in `buf` and counts it in the header.
 pub fn push(buf: &mut Vec<u8>, e: &Entry<'_>) {
-    buf.push(e.class);
-    buf.extend_from_slice(&[0u8; 3]);
     let op = match e.strided {
         Some(s) => s.block,
         None => e.op.map_or(NONE, |o| o.code().into()),
     };
     let datatype = e.datatype.map_or(NONE, |d| d.code().into());
-    buf.extend_from_slice(&op.to_le_bytes());
-    buf.extend_from_slice(&datatype.to_le_bytes());
-    buf.extend_from_slice(&(e.data.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&e.offset.to_le_bytes());
-    if let Some(s) = e.strided {
-        buf.extend_from_slice(&s.stride.to_le_bytes());
+    // The fixed part in one array, the whole entry reserved once.
+    let mut head = [0u8; STRIDED_ENTRY_BYTES];
+    head[0] = e.class;
+    head[4..8].copy_from_slice(&op.to_le_bytes());
+    head[8..12].copy_from_slice(&datatype.to_le_bytes());
+    head[12..16].copy_from_slice(&(e.data.len() as u32).to_le_bytes());
+    head[16..24].copy_from_slice(&e.offset.to_le_bytes());
+    let fixed = match e.strided {
+        Some(s) => {
+            head[24..32].copy_from_slice(&s.stride.to_le_bytes());
+            STRIDED_ENTRY_BYTES
+        }
+        None => ENTRY_BYTES,
+    };
+    if let (ENTRY_BYTES, Ok(word)) = (fixed, <[u8; 8]>::try_from(e.data)) {
+        // The common small entry (one 8-byte element): one fixed-size copy.
+        head[ENTRY_BYTES..].copy_from_slice(&word);
+        buf.extend_from_slice(&head);
+    } else {
+        let pad = (8 - e.data.len() % 8) % 8;
+        buf.reserve(fixed + e.data.len() + pad);
+        buf.extend_from_slice(&head[..fixed]);
+        buf.extend_from_slice(e.data);
+        buf.extend_from_slice(&[0u8; 8][..pad]);
     }
-    buf.extend_from_slice(e.data);
-    buf.resize(buf.len() + (8 - e.data.len() % 8) % 8, 0);
-    if buf.len() >= HEADER_BYTES {
-        let n = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) + 1;
-        buf[8..12].copy_from_slice(&n.to_le_bytes());
+    if let Some(count) = buf.get_mut(8..12) {
+        let n = u32::from_le_bytes([count[0], count[1], count[2], count[3]]) + 1;
+        count.copy_from_slice(&n.to_le_bytes());
     }
 }
 
