@@ -163,9 +163,23 @@ impl<T: Element> Window<'_, T> {
         n: usize,
         d: Descriptor,
     ) -> Result<(usize, Descriptor)> {
+        let size = std::mem::size_of::<T>();
+        let fits = if d.disp_unit == size as u64 {
+            // The usual case, without a division: `end` elements of `size`
+            // bytes fit in `len` bytes exactly when `end ≤ len / size`.
+            disp.checked_add(n)
+                .and_then(|end| end.checked_mul(size))
+                .is_some_and(|bytes| bytes as u64 <= d.len)
+        } else {
+            disp.checked_add(n)
+                .is_some_and(|end| end as u64 <= d.len / d.disp_unit)
+        };
+        if fits {
+            return Ok((disp * size, d));
+        }
         let target_len = (d.len / d.disp_unit) as usize;
         match disp.checked_add(n) {
-            Some(end) if end <= target_len => Ok((disp * std::mem::size_of::<T>(), d)),
+            Some(end) if end <= target_len => Ok((disp * size, d)),
             _ => Err(Error::OutOfWindow {
                 window: self.id,
                 rank,
