@@ -20,6 +20,7 @@
 //! | `ONESIDED_LOCK_QUEUE` | 64 | requests a window's software lock queue holds waiting at once per process; a request beyond it is answered "busy" and retried by its origin |
 //! | `ONESIDED_SHM` | 1 | 0 turns the intra-node direct path off: `allocate` memory is not node-shared and the provider carries every operation, also between ranks of one node |
 //! | `ONESIDED_SHM_CACHE` | 64 | node-local peer window segments mapped at once (a bounded LRU) |
+//! | `ONESIDED_HUGEPAGES` | 1 | 0 maps windows the library allocates privately (`ONESIDED_SHM=0`) with small pages only; 1 maps those of 4 MiB or more on 2-MiB boundaries with `MADV_HUGEPAGE`, so the kernel may back them with transparent huge pages (docs/performance.md, "Huge pages for large windows") |
 //! | `ONESIDED_NODE_MAPPING` | from the launcher | overrides which ranks share a node, in `PMI_process_mapping` format (`(vector,(node,nodes,ranks_per_node),...)`); for testing mixed placements on one machine |
 //! | `ONESIDED_AGGREGATE` | `auto` | aggregation of small puts and software-path accumulates into BATCH messages (`docs/op-table.md`): `auto` (on for the tcp and sockets providers, off for shm and verbs), `on`, `off` (also sends strided layout puts block by block, which every other setting batches) |
 //! | `ONESIDED_AGGREGATE_MAX` | 256 | largest put or accumulate (bytes) that is queued; larger ones go out at once |
@@ -207,6 +208,9 @@ pub struct Config {
     pub shm: bool,
     /// Capacity of the cache of mapped peer segments.
     pub shm_cache: usize,
+    /// Whether large privately allocated windows are advised for
+    /// transparent huge pages (`ONESIDED_HUGEPAGES`).
+    pub huge_pages: bool,
     /// Node placement given by `ONESIDED_NODE_MAPPING`, if any.
     pub node_mapping: Option<String>,
     /// Operation table, pools and aggregation.
@@ -343,6 +347,7 @@ impl Config {
             lock_queue: number("ONESIDED_LOCK_QUEUE", 64, 1, 1 << 16)?,
             shm: switch("ONESIDED_SHM", true)?,
             shm_cache: number("ONESIDED_SHM_CACHE", 64, 1, 1 << 20)?,
+            huge_pages: switch("ONESIDED_HUGEPAGES", true)?,
             node_mapping: var("ONESIDED_NODE_MAPPING"),
             ops: OpConfig::from_env()?,
         })

@@ -21,8 +21,10 @@ enum Owner {
     /// A `Vec<T>` handed over by the user (dynamic-window attach), kept
     /// here untouched so that only raw-pointer copies reach its buffer.
     Vec(Box<dyn std::any::Any + Send + Sync>),
-    /// A shared mapping of `map_len` bytes (`transport::shm`), unmapped on
-    /// drop; `fd` is the memfd when this process created the segment.
+    /// A mapping of `map_len` bytes, unmapped on drop: shared
+    /// (`transport::shm`; `fd` is the memfd when this process created the
+    /// segment) or the library's own anonymous one (`allocate_huge`, no
+    /// `fd`).
     Mapped {
         map_len: usize,
         fd: Option<std::os::fd::OwnedFd>,
@@ -49,10 +51,31 @@ unsafe impl Sync for Memory<'_> {}
 /// any later shared-memory mapping work on whole pages.
 pub const WINDOW_ALIGN: usize = 4096;
 
+/// A transparent huge page (x86_64, aarch64 with 4 KiB base pages).
+const HUGE_PAGE: usize = 2 << 20;
+/// Windows of at least this many bytes are mapped on huge-page boundaries
+/// with `MADV_HUGEPAGE`, so that the kernel may back them with transparent
+/// huge pages (`/sys/kernel/mm/transparent_hugepage/enabled` set to
+/// `madvise` or `always`): an access pattern that touches every row of a
+/// large matrix (a halo column) then walks a few huge pages instead of one
+/// 4-KiB page per row.
+const HUGE_MIN: usize = 4 << 20;
+
 impl Memory<'static> {
     /// Allocates `len` zeroed bytes (at least one page, page-aligned).
     pub fn allocate(len: usize) -> Result<Memory<'static>> {
+        Self::allocate_with(len, false)
+    }
+
+    /// As [`Memory::allocate`]; with `huge`, a region of 4 MiB or more is
+    /// 2-MiB-aligned and advised for transparent huge pages.
+    pub fn allocate_with(len: usize, huge: bool) -> Result<Memory<'static>> {
         let size = len.max(1).next_multiple_of(WINDOW_ALIGN);
+        if huge && size >= HUGE_MIN {
+            if let Some(m) = Self::allocate_huge(len, size) {
+                return Ok(m);
+            }
+        }
         let layout = Layout::from_size_align(size, WINDOW_ALIGN)
             .map_err(|e| Error::InvalidArgument(format!("window of {len} bytes: {e}")))?;
         // SAFETY: layout has non-zero size.
@@ -69,6 +92,53 @@ impl Memory<'static> {
 }
 
 impl Memory<'static> {
+    /// An anonymous private mapping of `size` bytes rounded up to whole
+    /// huge pages, starting on a huge-page boundary, advised
+    /// `MADV_HUGEPAGE` (zeroed, as every fresh anonymous mapping). `None`
+    /// if the mapping fails (the caller falls back to the allocator); a
+    /// refused advice is harmless (small pages).
+    fn allocate_huge(len: usize, size: usize) -> Option<Memory<'static>> {
+        use nix::sys::mman::{madvise, mmap_anonymous, munmap, MapFlags, MmapAdvise, ProtFlags};
+        let map_len = size.checked_next_multiple_of(HUGE_PAGE)?;
+        let total = std::num::NonZeroUsize::new(map_len.checked_add(HUGE_PAGE)?)?;
+        // SAFETY: a new anonymous private mapping at an address the kernel
+        // chooses: it aliases nothing.
+        let raw = unsafe {
+            mmap_anonymous(
+                None,
+                total,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_PRIVATE,
+            )
+        }
+        .ok()?;
+        let base = raw.as_ptr() as usize;
+        let head = base.next_multiple_of(HUGE_PAGE) - base;
+        let tail = total.get() - head - map_len;
+        // SAFETY: in bounds of the mapping made above (head + map_len +
+        // tail = total), never null.
+        let start = unsafe { raw.cast::<u8>().add(head) };
+        // SAFETY: the unused head and tail of our own mapping, page-aligned
+        // (mmap returns page-aligned addresses; HUGE_PAGE is a multiple of
+        // the page size); nothing refers to them.
+        unsafe {
+            if head > 0 {
+                let _ = munmap(raw, head);
+            }
+            if tail > 0 {
+                let _ = munmap(start.add(map_len).cast(), tail);
+            }
+        }
+        // SAFETY: advice on our own mapping; it changes no contents.
+        let _ = unsafe { madvise(start.cast(), map_len, MmapAdvise::MADV_HUGEPAGE) };
+        Some(Memory {
+            ptr: start,
+            len,
+            owner: Owner::Mapped { map_len, fd: None },
+            _borrow: PhantomData,
+        })
+    }
+
     /// Takes ownership of `v`; [`Memory::into_vec`] gives it back.
     pub fn from_vec<T: bytemuck::Pod + Send + Sync>(mut v: Vec<T>) -> Memory<'static> {
         let len = std::mem::size_of_val(v.as_slice());
@@ -681,3 +751,34 @@ atomic_cell!(
     std::sync::atomic::AtomicU32,
     std::sync::atomic::AtomicU64
 );
+
+#[cfg(test)]
+mod huge_tests {
+    use super::*;
+
+    /// A large region is 2-MiB-aligned, zeroed and writable end to end; a
+    /// small one and `huge = false` stay on the allocator.
+    #[test]
+    fn large_windows_are_huge_page_aligned() {
+        let len = HUGE_MIN + 12345;
+        let m = Memory::allocate_with(len, true).unwrap();
+        assert_eq!(m.len(), len);
+        assert_eq!(m.addr() % HUGE_PAGE as u64, 0, "2-MiB aligned");
+        assert!(matches!(m.owner, Owner::Mapped { fd: None, map_len } if map_len % HUGE_PAGE == 0 && map_len >= len));
+        let mut b = vec![1u8; 64];
+        m.read(len - 64, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0), "zeroed");
+        m.write(0, &[7u8; 64]).unwrap();
+        m.write(len - 64, &[9u8; 64]).unwrap();
+        m.read(len - 64, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 9));
+        if std::env::var_os("ONESIDED_SHOW_SMAPS").is_some() {
+            let smaps = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+            eprintln!("{smaps}");
+        }
+        let small = Memory::allocate_with(len, false).unwrap();
+        assert!(matches!(small.owner, Owner::Library(_)));
+        let tiny = Memory::allocate_with(4096, true).unwrap();
+        assert!(matches!(tiny.owner, Owner::Library(_)));
+    }
+}

@@ -40,7 +40,7 @@ pub(super) fn window_memory(team: Team<'_>, bytes: usize, shared: bool) -> Resul
             &shm::segment_name(team.peek_window_id(), world.rank()),
         )?
     } else {
-        Memory::allocate(bytes)?
+        Memory::allocate_with(bytes, world.config.huge_pages)?
     };
     // On this process's NUMA node: first touch by the creating thread.
     crate::topology::first_touch(&mem);
