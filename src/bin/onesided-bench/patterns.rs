@@ -24,7 +24,8 @@ pub fn expected(stamp: u64, len: usize) -> Vec<u8> {
 }
 
 /// Alignment of the origin buffer: a page, as `fi_rma_raw`
-/// (`aligned_alloc(4096, ..)`) and the MPI benchmarks allocate theirs.
+/// (`aligned_alloc(4096, ..)`) and `benches/mpi/rma_bench.c`
+/// (`posix_memalign`) allocate theirs.
 const BUF_ALIGN: usize = 4096;
 
 /// The origin buffer: `len` bytes starting on a page boundary. A `Vec` of
