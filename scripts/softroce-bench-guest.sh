@@ -51,7 +51,7 @@ for r in $(seq 1 "$reps"); do
         fi
         env $env ONESIDED_SHM=0 "$bin/onesided-run" -n 2 "$bin/onesided-bench" --json \
             --ops put_lat,get_lat,fop_lat,cas_lat,put_pingpong,put_bw \
-            --sizes 8,1M --reps 3 --time 0.3 2>&1 |
+            --sizes 8,1M --reps 3 --time 0.3 --per-iter 2>&1 |
             sed 's/^\[[0-9]*\] //' | grep '^{' | sed "s/^/ONESIDED $be /"
     done
 done

@@ -102,6 +102,8 @@ pub struct Atomics<'a, 'w> {
     /// First wrong value returned in the current pattern, and how many.
     pub wrong: Option<String>,
     pub wrong_count: u64,
+    /// Per-iteration times (`--per-iter`).
+    pub samples: crate::stats::Samples,
 }
 
 const RAW_SUM_F64: Atomic = Atomic {
@@ -157,6 +159,7 @@ impl<'a, 'w> Atomics<'a, 'w> {
             skew: i64::from(expect_wrong),
             wrong: None,
             wrong_count: 0,
+            samples: crate::stats::Samples::default(),
         }
     }
 
@@ -313,6 +316,7 @@ impl<'a, 'w> Atomics<'a, 'w> {
     /// Runs `iters` iterations of the atomic pattern `op`; returns the time.
     pub fn run(&mut self, op: Op, mode: Mode, iters: u64) -> onesided::Result<Duration> {
         let t0 = Instant::now();
+        self.samples.start();
         for _ in 0..iters {
             match op {
                 Op::AccLat => {
@@ -334,6 +338,7 @@ impl<'a, 'w> Atomics<'a, 'w> {
                     )))
                 }
             }
+            self.samples.mark();
         }
         Ok(t0.elapsed())
     }

@@ -51,6 +51,12 @@ pub struct Cli {
     /// (DIR/NAME[.rK].jsonl), one line per system, into the `--plot` file.
     #[arg(long, value_name = "DIR", requires = "plot")]
     pub plot_from: Option<PathBuf>,
+    /// Also time every iteration of the latency and rate patterns (not
+    /// PSCW or halo) and report the median and 99th percentile per
+    /// operation (`lat_p50_us`, `lat_p99_us`), as perftest's `t_typical`
+    /// and percentiles do; costs a clock read per iteration.
+    #[arg(long)]
+    pub per_iter: bool,
     /// Also run every pattern directly on the transport (no window layer).
     #[arg(long)]
     pub raw: bool,

@@ -225,6 +225,8 @@ fn origin(
                     it = (it * 4).min(cli.max_iters);
                 };
                 let iters = stats::plan_iters(per, cli.time, cli.max_iters);
+                o.samples.reset(cli.per_iter);
+                atom.samples.reset(cli.per_iter);
                 let mut per_op_us = Vec::with_capacity(reps);
                 for _ in 0..reps {
                     let t = step(
@@ -234,8 +236,18 @@ fn origin(
                 }
                 o.leave(op, mode)?;
                 let s = stats::summarize(&per_op_us);
-                out.results
-                    .push(Record::new(op, mode, size, iters, per_iter, reps, s));
+                let mut rec = Record::new(op, mode, size, iters, per_iter, reps, s);
+                let samples = if op.atomic() {
+                    &atom.samples
+                } else {
+                    &o.samples
+                };
+                if let Some((p50, p99)) = samples.percentiles(per_iter) {
+                    (rec.lat_p50_us, rec.lat_p99_us) = (Some(p50), Some(p99));
+                }
+                o.samples.reset(false);
+                atom.samples.reset(false);
+                out.results.push(rec);
                 if let Some(want) = want_get {
                     if o.buf[..size] == want[..] {
                         out.checked.push(format!("{label}: last get"));

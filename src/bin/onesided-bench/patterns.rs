@@ -81,6 +81,8 @@ pub struct Origin<'w> {
     /// layer keeps the same set: a flush after gets only sends no read).
     raw_dirty: Vec<bool>,
     ordered_raw: bool,
+    /// Per-iteration times (`--per-iter`).
+    pub samples: crate::stats::Samples,
 }
 
 impl<'w> Origin<'w> {
@@ -94,6 +96,7 @@ impl<'w> Origin<'w> {
             remote: vec![None; world.size()],
             raw_dirty: vec![false; world.size()],
             ordered_raw: (world.transport_caps().completion == RemoteCompletion::OrderedRead),
+            samples: crate::stats::Samples::default(),
         }
     }
 
@@ -286,6 +289,7 @@ impl<'w> Origin<'w> {
             self.world.barrier()?;
         }
         let t0 = Instant::now();
+        self.samples.start();
         for _ in 0..iters {
             match op {
                 Op::PutLat => {
@@ -363,6 +367,7 @@ impl<'w> Origin<'w> {
                     }
                 }
             }
+            self.samples.mark();
         }
         Ok(t0.elapsed())
     }

@@ -60,6 +60,12 @@ pub struct Record {
     pub lat_us: f64,
     pub lat_min_us: f64,
     pub lat_max_us: f64,
+    /// Median and 99th percentile of the per-iteration times over every
+    /// repetition, µs per operation (`--per-iter`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lat_p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lat_p99_us: Option<f64>,
     /// MB/s (1e6 B/s) from the median, for the bandwidth patterns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bw_mbps: Option<f64>,
@@ -89,6 +95,8 @@ impl Record {
             lat_us: s.median,
             lat_min_us: s.min,
             lat_max_us: s.max,
+            lat_p50_us: None,
+            lat_p99_us: None,
             bw_mbps: op.is_bw().then(|| size as f64 / per_op_s / 1e6),
             rate_mops: op.is_rate().then(|| 1.0 / per_op_s / 1e6),
         }
