@@ -464,6 +464,78 @@ impl Context {
         out
     }
 
+    /// The valid GIDs of `port`. Read once for every port with
+    /// `ibv_query_gid_table` (one command: on soft-RoCE the table has 1,024
+    /// slots, nearly all empty, and a query per slot cost ~1,000 system
+    /// calls at every start); slot by slot with `ibv_query_gid_ex` where the
+    /// kernel lacks that command. `table` caches the whole table between
+    /// the ports of one device (`Some(None)`: not available).
+    fn gids(
+        &self,
+        port: u8,
+        pa: &ffi::ibv_port_attr,
+        table: &mut Option<Option<Vec<ffi::ibv_gid_entry>>>,
+    ) -> Vec<GidEntry> {
+        let keep = |e: &ffi::ibv_gid_entry| {
+            // SAFETY: raw is the union's byte view; every bit pattern is valid.
+            let gid = unsafe { e.gid.raw };
+            (gid != [0; 16]).then(|| GidEntry {
+                index: e.gid_index,
+                gid,
+                kind: GidKind::from_raw(e.gid_type),
+            })
+        };
+        let whole = table.get_or_insert_with(|| self.gid_table());
+        if let Some(all) = whole {
+            return all
+                .iter()
+                .filter(|e| e.port_num == u32::from(port))
+                .filter_map(keep)
+                .collect();
+        }
+        let mut gids = Vec::new();
+        for index in 0..u32::try_from(pa.gid_tbl_len).unwrap_or(0) {
+            // SAFETY: ibv_gid_entry is plain data; all-zero is valid.
+            let mut e: ffi::ibv_gid_entry = unsafe { std::mem::zeroed() };
+            // SAFETY: ctx is open; e is a valid out-parameter of the size passed by the wrapper.
+            let rc = unsafe { ffi::ibv_query_gid_ex(self.ctx, u32::from(port), index, &mut e, 0) };
+            if rc != 0 {
+                continue; // empty entry (ENODATA) or not readable
+            }
+            gids.extend(keep(&e));
+        }
+        gids
+    }
+
+    /// Every valid GID entry of every port in one `ibv_query_gid_table`
+    /// call; `None` when the call fails (an old kernel without the command).
+    fn gid_table(&self) -> Option<Vec<ffi::ibv_gid_entry>> {
+        // Room for every slot of every port (the call fails with EINVAL
+        // when the valid entries do not fit).
+        let mut cap = 0usize;
+        let mut attr = ffi::ibv_device_attr::default();
+        // SAFETY: ctx is open; attr is a valid out-parameter.
+        if unsafe { ffi::ibv_query_device(self.ctx, &mut attr) } != 0 {
+            return None;
+        }
+        for port in 1..=attr.phys_port_cnt {
+            let mut pa = ffi::ibv_port_attr::default();
+            // SAFETY: ctx is open; pa is a valid out-parameter.
+            if unsafe { ffi::ibv_query_port(self.ctx, port, &mut pa) } != 0 {
+                return None;
+            }
+            cap += usize::try_from(pa.gid_tbl_len).unwrap_or(0);
+        }
+        // SAFETY: ibv_gid_entry is plain data; all-zero is valid.
+        let mut v: Vec<ffi::ibv_gid_entry> = vec![unsafe { std::mem::zeroed() }; cap.max(1)];
+        // SAFETY: ctx is open; v has room for `v.len()` entries, the
+        // count passed; the call writes at most that many.
+        let n = unsafe { ffi::ibv_query_gid_table(self.ctx, v.as_mut_ptr(), v.len(), 0) };
+        let n = usize::try_from(n).ok()?;
+        v.truncate(n.min(v.len()));
+        Some(v)
+    }
+
     /// The device's limits and ports.
     pub(crate) fn describe(&self, name: &str) -> Result<DeviceInfo> {
         let mut attr = ffi::ibv_device_attr::default();
@@ -479,6 +551,7 @@ impl Context {
             ));
         }
         let mut ports = Vec::new();
+        let mut table = None;
         for port in 1..=attr.phys_port_cnt {
             let mut pa = ffi::ibv_port_attr::default();
             // SAFETY: ctx is open; pa is a valid out-parameter.
@@ -492,26 +565,7 @@ impl Context {
                     std::io::Error::from_raw_os_error(rc).to_string(),
                 ));
             }
-            let mut gids = Vec::new();
-            for index in 0..u32::try_from(pa.gid_tbl_len).unwrap_or(0) {
-                // SAFETY: ibv_gid_entry is plain data; all-zero is valid.
-                let mut e: ffi::ibv_gid_entry = unsafe { std::mem::zeroed() };
-                // SAFETY: ctx is open; e is a valid out-parameter of the size passed by the wrapper.
-                let rc = unsafe { ffi::ibv_query_gid_ex(self.ctx, u32::from(port), index, &mut e, 0) };
-                if rc != 0 {
-                    continue; // empty entry (ENODATA) or not readable
-                }
-                // SAFETY: raw is the union's byte view; every bit pattern is valid.
-                let gid = unsafe { e.gid.raw };
-                if gid == [0; 16] {
-                    continue;
-                }
-                gids.push(GidEntry {
-                    index,
-                    gid,
-                    kind: GidKind::from_raw(e.gid_type),
-                });
-            }
+            let gids = self.gids(port, &pa, &mut table);
             let state = port_state(pa.state);
             ports.push(PortInfo {
                 port,
