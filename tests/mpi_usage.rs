@@ -1,0 +1,1275 @@
+//! What MPI RMA programs do, translated: the corner cases of MPI-3.1
+//! chapter 11 an experienced user leans on (fence assertions, PSCW with
+//! self and empty groups, locks to self and lock misuse, accumulate
+//! ordering and the atomics on every element type, zero-length and
+//! out-of-window accesses, request-based operations completed in any
+//! order, windows of different sizes, many windows, dynamic and shared
+//! windows). Each case is one function of a `World`; every case runs
+//!
+//! * in-process (`World::run_threads_with`) at 2 and 4 ranks, under the
+//!   back-end's own protocols and under the software ones (lock queue,
+//!   active-message accumulates, aggregation), and
+//! * as real processes under `onesided-run` over libfabric tcp with
+//!   `ONESIDED_SHM=0` at 2 and 4 ranks (one job per rank count runs every
+//!   case in turn, to keep the launches few).
+//!
+//! Every byte is checked; nothing synchronizes by sleeping.
+
+#[macro_use]
+mod common;
+
+use std::time::Duration;
+
+use onesided::config::{AccumulateMode, AggregateMode, Config, LockMode};
+use onesided::{AnyOp, Assert, ErrorKind, IntOp, LockType, NoOp, Op, Request, Window, World};
+
+type Case = fn(&World) -> onesided::Result<()>;
+
+/// Every case, by name.
+const CASES: &[(&str, Case)] = &[
+    ("fence_assertions", fence_assertions),
+    ("fence_misuse", fence_misuse),
+    ("pscw_self_and_empty", pscw_self_and_empty),
+    ("pscw_ring_overlapping", pscw_ring_overlapping),
+    ("pscw_misuse", pscw_misuse),
+    ("lock_self_and_nested", lock_self_and_nested),
+    ("lock_counter", lock_counter),
+    ("lock_all_flushes", lock_all_flushes),
+    ("lock_misuse", lock_misuse),
+    ("accumulate_ordering", accumulate_ordering),
+    ("atomics_every_type", atomics_every_type),
+    ("accumulate_multi_element", accumulate_multi_element),
+    ("op_type_mismatch", op_type_mismatch),
+    ("zero_length_and_bounds", zero_length_and_bounds),
+    ("requests_any_order", requests_any_order),
+    ("uneven_windows", uneven_windows),
+    ("many_windows", many_windows),
+    ("interleaved_windows", interleaved_windows),
+    ("free_in_epoch", free_in_epoch),
+    ("dynamic_reattach", dynamic_reattach),
+    ("shared_load_store", shared_load_store),
+];
+
+// ---- helpers ----------------------------------------------------------------
+
+fn kind_of<T: std::fmt::Debug>(r: onesided::Result<T>, what: &str) -> (ErrorKind, String) {
+    match r {
+        Ok(v) => panic!("{what}: expected an error, got Ok({v:?})"),
+        Err(e) => (e.kind(), e.to_string()),
+    }
+}
+
+/// `r` is an epoch error whose message names `op`.
+fn epoch_err<T: std::fmt::Debug>(r: onesided::Result<T>, op: &str) {
+    let (k, msg) = kind_of(r, op);
+    assert_eq!(k, ErrorKind::EpochMisuse, "{op}: {msg}");
+    assert!(msg.contains(op), "{op}: {msg}");
+}
+
+/// `r` is an out-of-window error naming `rank`.
+fn oow<T: std::fmt::Debug>(r: onesided::Result<T>, what: &str, rank: usize) {
+    let (k, msg) = kind_of(r, what);
+    assert_eq!(k, ErrorKind::OutOfWindow, "{what}: {msg}");
+    assert!(msg.contains(&format!("rank {rank}")), "{what}: {msg}");
+}
+
+fn val(rank: usize, i: usize) -> u64 {
+    ((rank as u64 + 1) << 32) | (i as u64 * 0x9e37 + 1)
+}
+
+// ---- fence --------------------------------------------------------------------
+
+/// The usual fence program with every assertion where it is true: a first
+/// fence with NOPRECEDE, puts, a fence with NOSTORE, gets, a closing fence
+/// with NOSUCCEED; then empty epochs, consecutive fences, a fence that both
+/// opens nothing and closes nothing, local stores made visible by a fence,
+/// and a fence after a passive-target epoch.
+fn fence_assertions(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    let n = 16;
+    let mut win = Window::<u64>::allocate(w, n)?;
+    win.fence(Assert::NOPRECEDE)?;
+    let mine: Vec<u64> = (0..n).map(|i| val(me, i)).collect();
+    win.put(right, 0, &mine)?;
+    win.fence(Assert::NOSTORE)?;
+    let got = win.local_to_vec()?;
+    let want: Vec<u64> = (0..n).map(|i| val(left, i)).collect();
+    assert_eq!(got, want, "after the fence: what the left neighbour put");
+    let mut back = vec![0u64; n];
+    win.get(right, 0, &mut back)?;
+    win.fence(Assert::NOSUCCEED | Assert::NOPUT)?;
+    assert_eq!(back, mine, "get of what we put into the right neighbour");
+    // Outside any epoch after NOSUCCEED.
+    epoch_err(win.put(right, 0, &[1]), "put");
+    // Empty epochs and consecutive fences.
+    win.fence(Assert::NOPRECEDE)?;
+    for _ in 0..5 {
+        win.fence(Assert::NONE)?;
+    }
+    win.fence(Assert::NOSUCCEED)?;
+    win.fence(Assert::NOPRECEDE | Assert::NOSUCCEED)?;
+    win.fence(Assert::NOPRECEDE | Assert::NOSUCCEED | Assert::NOSTORE | Assert::NOPUT)?;
+    // Local stores, then a fence, then peers read them.
+    win.local_write(0, &[val(me, 100), val(me, 101)])?;
+    win.fence(Assert::NOPRECEDE)?;
+    let mut two = [0u64; 2];
+    win.get(left, 0, &mut two)?;
+    win.fence(Assert::NOSUCCEED)?;
+    assert_eq!(
+        two,
+        [val(left, 100), val(left, 101)],
+        "local stores of the left"
+    );
+    // A passive-target epoch, then fences again.
+    win.lock(right, LockType::Exclusive, Assert::NONE)?;
+    win.put(right, 2, &[val(me, 200)])?;
+    win.unlock(right)?;
+    win.lock_all()?;
+    win.put(right, 3, &[val(me, 300)])?;
+    win.unlock_all()?;
+    win.fence(Assert::NONE)?;
+    let mut v = [0u64; 2];
+    win.get(me, 2, &mut v)?;
+    win.fence(Assert::NONE)?;
+    assert_eq!(
+        v,
+        [val(left, 200), val(left, 300)],
+        "passive epoch then fence"
+    );
+    // The last fence did not assert NOSUCCEED: free is allowed (no
+    // operation since it).
+    win.free()
+}
+
+/// Fence misuse: NOPRECEDE after operations, unknown bits, fence inside
+/// lock_all or a lock; the window works afterwards.
+fn fence_misuse(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let mut win = Window::<u32>::allocate(w, 4)?;
+    win.fence(Assert::NONE)?;
+    win.put(right, 0, &[7])?;
+    epoch_err(win.fence(Assert::NOPRECEDE), "fence(NOPRECEDE)");
+    let (k, msg) = kind_of(win.fence(Assert(64)), "fence with bad bits");
+    assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+    assert!(msg.contains("0x40"), "{msg}");
+    let (k, msg) = kind_of(win.fence(Assert::NOCHECK), "fence with NOCHECK");
+    assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+    win.fence(Assert::NOSUCCEED)?;
+    assert_eq!(win.local_to_vec()?, vec![7, 0, 0, 0]);
+    win.lock_all()?;
+    epoch_err(win.fence(Assert::NONE), "fence");
+    win.unlock_all()?;
+    win.lock(right, LockType::Shared, Assert::NONE)?;
+    epoch_err(win.fence(Assert::NONE), "fence");
+    win.unlock(right)?;
+    win.fence(Assert::NONE)?;
+    win.put(right, 1, &[8])?;
+    win.fence(Assert::NONE)?;
+    assert_eq!(win.local_to_vec()?, vec![7, 8, 0, 0]);
+    win.free()
+}
+
+// ---- PSCW ---------------------------------------------------------------------
+
+/// Every rank exposes to and accesses every rank, itself included; then
+/// empty groups, which complete at once.
+fn pscw_self_and_empty(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let all: Vec<usize> = (0..p).collect();
+    let mut win = Window::<u64>::allocate(w, p)?;
+    for round in 0..3u64 {
+        win.post(&all, Assert::NONE)?;
+        win.start(&all, Assert::NONE)?;
+        for t in 0..p {
+            win.put(t, me, &[val(me, t) + round])?;
+        }
+        win.complete()?;
+        win.wait()?;
+        let want: Vec<u64> = (0..p).map(|o| val(o, me) + round).collect();
+        assert_eq!(win.local_to_vec()?, want, "round {round}");
+    }
+    // Self only.
+    win.post(&[me], Assert::NONE)?;
+    win.start(&[me], Assert::NONE)?;
+    win.put(me, 0, &[42])?;
+    let mut v = [0u64];
+    win.get(me, 0, &mut v)?;
+    win.complete()?;
+    win.wait()?;
+    assert_eq!(win.local_to_vec()?[0], 42);
+    // Empty groups.
+    win.post(&[], Assert::NONE)?;
+    win.start(&[], Assert::NONE)?;
+    win.complete()?;
+    assert!(win.test()?, "test of an exposure to nobody");
+    win.post(&[], Assert::NONE)?;
+    win.wait()?;
+    w.barrier()?;
+    win.free()
+}
+
+/// A ring where each rank is at once exposed to its left neighbour and
+/// accessing its right one; the exposure is closed by `test` polling (the
+/// non-blocking `MPI_Win_test`), and a get in the access epoch.
+fn pscw_ring_overlapping(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    let n = 33;
+    let mut win = Window::<u16>::allocate(w, n)?;
+    for round in 0..4usize {
+        win.post(&[left], Assert::NONE)?;
+        win.start(&[right], Assert::NONE)?;
+        let data: Vec<u16> = (0..n)
+            .map(|i| (me * 1000 + round * 50 + i) as u16)
+            .collect();
+        win.put(right, 0, &data)?;
+        win.complete()?;
+        let mut polls = 0u64;
+        while !win.test()? {
+            polls += 1;
+            assert!(polls < 1 << 40);
+        }
+        let want: Vec<u16> = (0..n)
+            .map(|i| (left * 1000 + round * 50 + i) as u16)
+            .collect();
+        assert_eq!(win.local_to_vec()?, want, "round {round}");
+        // test after completion is an error: no exposure epoch is open.
+        assert!(win.test().is_err(), "test with no exposure epoch");
+    }
+    // A get inside an access epoch; the target does not change its window.
+    win.post(&[left], Assert::NOPUT)?;
+    win.start(&[right], Assert::NONE)?;
+    let mut got = vec![0u16; n];
+    win.get(right, 0, &mut got)?;
+    win.complete()?;
+    win.wait()?;
+    let want: Vec<u16> = (0..n).map(|i| (me * 1000 + 150 + i) as u16).collect();
+    assert_eq!(got, want);
+    win.free()
+}
+
+/// PSCW misuse: access to a rank outside the start group, complete
+/// without start, wait without post, start twice, fence during PSCW.
+fn pscw_misuse(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let mut win = Window::<u64>::allocate(w, 2)?;
+    epoch_err(win.complete(), "complete");
+    epoch_err(win.wait(), "wait");
+    assert!(win.test().is_err(), "test without post");
+    win.post(&[left], Assert::NONE)?;
+    win.start(&[right], Assert::NONE)?;
+    epoch_err(win.start(&[right], Assert::NONE), "start");
+    if p > 2 {
+        let other = (me + 2) % p;
+        epoch_err(win.put(other, 0, &[1]), "put");
+    }
+    epoch_err(win.fence(Assert::NONE), "fence");
+    epoch_err(win.lock_all(), "lock_all");
+    win.put(right, 0, &[val(me, 0)])?;
+    win.complete()?;
+    win.wait()?;
+    assert_eq!(win.local_to_vec()?, vec![val(left, 0), 0]);
+    // Out of range ranks in groups.
+    let (k, msg) = kind_of(win.start(&[p], Assert::NONE), "start(&[p])");
+    assert!(
+        k == ErrorKind::InvalidArgument || k == ErrorKind::EpochMisuse,
+        "{msg}"
+    );
+    assert!(msg.contains(&p.to_string()), "{msg}");
+    let (_, msg) = kind_of(win.post(&[p + 3], Assert::NONE), "post(&[p+3])");
+    assert!(msg.contains(&(p + 3).to_string()), "{msg}");
+    // The window still works.
+    win.post(&[left], Assert::NONE)?;
+    win.start(&[right], Assert::NONE)?;
+    win.put(right, 1, &[val(me, 1)])?;
+    win.complete()?;
+    win.wait()?;
+    assert_eq!(win.local_to_vec()?, vec![val(left, 0), val(left, 1)]);
+    win.free()
+}
+
+// ---- locks ----------------------------------------------------------------------
+
+/// Locks to oneself (both kinds), two locks on different targets held at
+/// once and released in either order, an accumulate under a shared lock
+/// from every rank.
+fn lock_self_and_nested(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let mut win = Window::<i64>::allocate(w, 4)?;
+    for kind in [LockType::Exclusive, LockType::Shared] {
+        win.lock(me, kind, Assert::NONE)?;
+        win.put(me, 0, &[me as i64 + 10])?;
+        let mut v = [0i64];
+        win.get(me, 0, &mut v)?;
+        win.flush(me)?;
+        win.unlock(me)?;
+        assert_eq!(v[0], me as i64 + 10, "{kind:?} self lock");
+    }
+    w.barrier()?;
+    if p > 1 && right != me {
+        // Nested: self and right, released in both orders.
+        for first_self in [true, false] {
+            win.lock(me, LockType::Shared, Assert::NONE)?;
+            win.lock(right, LockType::Shared, Assert::NONE)?;
+            win.accumulate(right, 1, &[1], Op::Sum)?;
+            win.accumulate(me, 2, &[1], Op::Sum)?;
+            if first_self {
+                win.unlock(me)?;
+                win.unlock(right)?;
+            } else {
+                win.unlock(right)?;
+                win.unlock(me)?;
+            }
+        }
+    }
+    w.barrier()?;
+    let got = win.local_to_vec()?;
+    assert_eq!(got, vec![me as i64 + 10, 2, 2, 0]);
+    win.free()
+}
+
+/// Every rank increments a counter on rank 0 under an exclusive lock with
+/// get + put (not atomic: only exclusion makes the total exact), and a
+/// second counter with fetch_and_op under a shared lock.
+fn lock_counter(w: &World) -> onesided::Result<()> {
+    let p = w.size() as u64;
+    let rounds = 20u64;
+    let mut win = Window::<u64>::allocate(w, 2)?;
+    let mut seen = Vec::new();
+    for _ in 0..rounds {
+        win.lock(0, LockType::Exclusive, Assert::NONE)?;
+        let mut v = [0u64];
+        win.get(0, 0, &mut v)?;
+        win.put(0, 0, &[v[0] + 1])?;
+        win.unlock(0)?;
+        win.lock(0, LockType::Shared, Assert::NONE)?;
+        seen.push(win.fetch_and_op(0, 1, 1, Op::Sum)?);
+        win.unlock(0)?;
+    }
+    // The fetched tickets are distinct across ranks.
+    let all = w.allgather(&seen)?;
+    let mut sorted = all.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..p * rounds).collect::<Vec<_>>(), "tickets");
+    if w.rank() == 0 {
+        assert_eq!(win.local_to_vec()?, vec![p * rounds, p * rounds]);
+    }
+    w.barrier()?;
+    win.free()
+}
+
+/// lock_all with flush, flush_local, flush_all, flush_local_all between
+/// puts that overwrite each other, and a reader that sees the flushed data
+/// after a barrier.
+fn lock_all_flushes(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let n = 64;
+    let mut win = Window::<u32>::allocate(w, n)?;
+    win.lock_all()?;
+    // Element n-1 is each rank's own: only the first n-1 go to the right.
+    let mut buf: Vec<u32> = (0..n as u32 - 1).map(|i| i + 1000 * me as u32).collect();
+    win.put(right, 0, &buf)?;
+    win.flush_local(right)?;
+    // The origin buffer may be reused after flush_local.
+    buf.iter_mut().for_each(|x| *x += 7);
+    win.put(right, 0, &buf[..n / 2])?;
+    win.flush_local_all()?;
+    win.flush(right)?;
+    win.put(me, n - 1, &[0xdead])?;
+    win.flush_all()?;
+    w.barrier()?;
+    let mut got = vec![0u32; n];
+    win.get(left, 0, &mut got)?;
+    win.flush(left)?;
+    // The left neighbour's window holds what its own left neighbour put.
+    let ll = (left + p - 1) % p;
+    let mut want: Vec<u32> = (0..n as u32).map(|i| i + 1000 * ll as u32).collect();
+    for x in &mut want[..n / 2] {
+        *x += 7;
+    }
+    want[n - 1] = 0xdead;
+    assert_eq!(got, want, "window of the left neighbour");
+    win.unlock_all()?;
+    // Flushes outside a passive epoch are errors.
+    epoch_err(win.flush(right), "flush");
+    epoch_err(win.flush_all(), "flush_all");
+    epoch_err(win.flush_local(right), "flush_local");
+    epoch_err(win.flush_local_all(), "flush_local_all");
+    epoch_err(win.unlock_all(), "unlock_all");
+    w.barrier()?;
+    win.free()
+}
+
+/// lock while lock_all is held, lock_all while a lock is held, unlock of a
+/// target never locked, double lock of one target, unlock_all after lock:
+/// all errors, none a hang; the window works afterwards.
+fn lock_misuse(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let mut win = Window::<u8>::allocate(w, 8)?;
+    epoch_err(win.unlock(right), "unlock");
+    epoch_err(win.unlock(me), "unlock");
+    win.lock_all()?;
+    epoch_err(win.lock(right, LockType::Exclusive, Assert::NONE), "lock");
+    epoch_err(win.lock(me, LockType::Shared, Assert::NONE), "lock");
+    epoch_err(win.lock_all(), "lock_all");
+    epoch_err(win.unlock(right), "unlock");
+    win.put(right, me % 8, &[me as u8 + 1])?;
+    win.unlock_all()?;
+    win.lock(right, LockType::Shared, Assert::NONE)?;
+    epoch_err(win.lock_all(), "lock_all");
+    epoch_err(win.lock(right, LockType::Shared, Assert::NONE), "lock");
+    epoch_err(win.unlock_all(), "unlock_all");
+    win.unlock(right)?;
+    epoch_err(win.get(right, 0, &mut [0u8]), "get");
+    let (k, msg) = kind_of(
+        win.lock(p + 1, LockType::Shared, Assert::NONE),
+        "lock of a rank outside",
+    );
+    assert!(k == ErrorKind::InvalidArgument, "{msg}");
+    assert!(msg.contains(&(p + 1).to_string()), "{msg}");
+    w.barrier()?;
+    let mut want = vec![0u8; 8];
+    want[((me + p - 1) % p) % 8] = ((me + p - 1) % p) as u8 + 1;
+    assert_eq!(win.local_to_vec()?, want);
+    win.free()
+}
+
+// ---- accumulate ------------------------------------------------------------------
+
+/// MPI's default accumulate ordering: accumulates from one origin to one
+/// location land in program order (REPLACE after REPLACE, SUM between
+/// REPLACEs, a get_accumulate seeing the accumulates before it), in
+/// lock_all, lock and fence epochs.
+fn accumulate_ordering(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let target = (me + 1) % p;
+    let mut win = Window::<u64>::allocate(w, p)?;
+    let k = 100u64;
+    win.lock_all()?;
+    for i in 0..k {
+        win.accumulate(target, me, &[i + 1], Op::Replace)?;
+    }
+    win.flush(target)?;
+    let mut now = [0u64];
+    win.get_accumulate(target, me, &[], &mut now, NoOp)?;
+    assert_eq!(now[0], k, "REPLACEs in order");
+    // SUM, REPLACE, SUM: only in order is the result 1000 + 3.
+    for _ in 0..5 {
+        win.accumulate(target, me, &[5], Op::Sum)?;
+        win.accumulate(target, me, &[1000], Op::Replace)?;
+        win.accumulate(target, me, &[3], Op::Sum)?;
+        let mut r = [0u64];
+        // Sees every accumulate issued before it.
+        win.get_accumulate(target, me, &[1], &mut r, Op::Sum)?;
+        assert_eq!(r[0], 1003, "get_accumulate after SUM/REPLACE/SUM");
+        win.accumulate(target, me, &[0], Op::Replace)?;
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    // Fence epoch: REPLACE chain and a last SUM.
+    win.fence(Assert::NONE)?;
+    for i in 0..k {
+        win.accumulate(target, me, &[i * 3], Op::Replace)?;
+    }
+    win.accumulate(target, me, &[1], Op::Sum)?;
+    win.fence(Assert::NONE)?;
+    let left = (me + p - 1) % p;
+    let got = win.local_to_vec()?;
+    assert_eq!(got[left], (k - 1) * 3 + 1, "fence epoch ordering");
+    win.fence(Assert::NOSUCCEED)?;
+    win.free()
+}
+
+macro_rules! atomics_for {
+    ($w:expr, $t:ty, int) => {{
+        let (me, p) = ($w.rank(), $w.size());
+        let target = (me + 1) % p;
+        let win = Window::<$t>::allocate($w, p + 1)?;
+        atomics_for!(@common win, me, target, $t);
+        let d = me + 1;
+        let c = |x: i64| x as $t;
+        let ops: [(IntOp, i64, i64); 6] = [
+            (IntOp::Band, 3, 3),  // 7 & 3
+            (IntOp::Bor, 8, 11),  // 3 | 8
+            (IntOp::Bxor, 1, 10), // 11 ^ 1
+            (IntOp::Land, 0, 0),
+            (IntOp::Lor, 5, 1),
+            (IntOp::Lxor, 1, 0),
+        ];
+        let mut before = 7i64;
+        win.lock(target, LockType::Exclusive, Assert::NONE)?;
+        for (op, arg, after) in ops {
+            let old = win.fetch_and_op(target, d, c(arg), op)?;
+            assert_eq!(old, c(before), "{} {op:?}", stringify!($t));
+            before = after;
+        }
+        let now = win.fetch_and_op(target, d, c(0), NoOp)?;
+        assert_eq!(now, c(0), "{}", stringify!($t));
+        // Wrapping: MAX + 1 = MIN.
+        win.accumulate(target, d, &[<$t>::MAX], Op::Replace)?;
+        win.accumulate(target, d, &[1 as $t], Op::Sum)?;
+        let now = win.fetch_and_op(target, d, c(0), NoOp)?;
+        assert_eq!(now, <$t>::MIN, "{} wraps", stringify!($t));
+        win.unlock(target)?;
+        $w.barrier()?;
+        let mut win = win;
+        win.free()?;
+    }};
+    ($w:expr, $t:ty, float) => {{
+        let (me, p) = ($w.rank(), $w.size());
+        let target = (me + 1) % p;
+        let win = Window::<$t>::allocate($w, p + 1)?;
+        atomics_for!(@common win, me, target, $t);
+        // A fractional value and a NaN-free CAS on bits.
+        let d = me + 1;
+        win.lock(target, LockType::Exclusive, Assert::NONE)?;
+        win.accumulate(target, d, &[0.25 as $t], Op::Replace)?;
+        let old = win.fetch_and_op(target, d, 0.5 as $t, Op::Sum)?;
+        assert_eq!(old, 0.25 as $t);
+        let old = win.compare_and_swap(target, d, 0.75 as $t, -1.5 as $t)?;
+        assert_eq!(old, 0.75 as $t);
+        let now = win.fetch_and_op(target, d, 0 as $t, NoOp)?;
+        assert_eq!(now, -1.5 as $t);
+        win.unlock(target)?;
+        $w.barrier()?;
+        let mut win = win;
+        win.free()?;
+    }};
+    (@common $win:ident, $me:ident, $target:ident, $t:ty) => {{
+        let c = |x: i64| x as $t;
+        let d = $me + 1; // an odd element offset for even ranks
+        $win.lock_all()?;
+        let steps: [(Op, i64, i64); 5] = [
+            (Op::Sum, 3, 0),
+            (Op::Prod, 2, 3),
+            (Op::Max, 5, 6),
+            (Op::Min, 4, 6),
+            (Op::Replace, 9, 4),
+        ];
+        for (op, arg, old_want) in steps {
+            let old = $win.fetch_and_op($target, d, c(arg), op)?;
+            assert_eq!(old, c(old_want), "{} {op:?}", stringify!($t));
+        }
+        let now = $win.fetch_and_op($target, d, c(0), NoOp)?;
+        assert_eq!(now, c(9), "{} NO_OP", stringify!($t));
+        let old = $win.compare_and_swap($target, d, c(9), c(7))?;
+        assert_eq!(old, c(9), "{} CAS hit", stringify!($t));
+        let old = $win.compare_and_swap($target, d, c(1), c(2))?;
+        assert_eq!(old, c(7), "{} CAS miss", stringify!($t));
+        let mut r = [c(0); 1];
+        $win.get_accumulate($target, d, &[], &mut r, NoOp)?;
+        assert_eq!(r[0], c(7), "{} get_accumulate NO_OP", stringify!($t));
+        // The neighbours' elements are untouched.
+        let mut all = vec![c(0); $win.len()];
+        $win.get($target, 0, &mut all)?;
+        $win.flush($target)?;
+        assert_eq!(all[d], c(7));
+        assert_eq!(all[0], c(0), "{} element 0 untouched", stringify!($t));
+        $win.unlock_all()?;
+    }};
+}
+
+/// fetch_and_op with every operation and compare_and_swap (hit and miss)
+/// on each of the ten element types, at element offsets other than 0,
+/// and the NO_OP reads.
+fn atomics_every_type(w: &World) -> onesided::Result<()> {
+    atomics_for!(w, i8, int);
+    atomics_for!(w, u8, int);
+    atomics_for!(w, i16, int);
+    atomics_for!(w, u16, int);
+    atomics_for!(w, i32, int);
+    atomics_for!(w, u32, int);
+    atomics_for!(w, i64, int);
+    atomics_for!(w, u64, int);
+    atomics_for!(w, f32, float);
+    atomics_for!(w, f64, float);
+    Ok(())
+}
+
+/// Accumulates of many elements at a displacement, from every rank at
+/// once (fence), on 2-, 4- and 8-byte elements; get_accumulate of many
+/// elements returns the old values.
+fn accumulate_multi_element(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let n = 37;
+    let off = 3;
+    // i16, SUM of negatives and positives.
+    let mut a = Window::<i16>::allocate(w, n + off + 2)?;
+    a.fence(Assert::NONE)?;
+    let data: Vec<i16> = (0..n).map(|i| i as i16 - 18 + me as i16).collect();
+    for t in 0..p {
+        a.accumulate(t, off, &data, Op::Sum)?;
+    }
+    a.fence(Assert::NONE)?;
+    let got = a.local_to_vec()?;
+    for (i, g) in got.iter().enumerate() {
+        let want = if (off..off + n).contains(&i) {
+            let j = (i - off) as i16;
+            (0..p as i16).map(|r| j - 18 + r).sum::<i16>()
+        } else {
+            0
+        };
+        assert_eq!(*g, want, "i16 element {i}");
+    }
+    a.fence(Assert::NOSUCCEED)?;
+    a.free()?;
+    // f64 MAX from everyone, then get_accumulate REPLACE of all.
+    let mut b = Window::<f64>::allocate(w, n + off)?;
+    b.fence(Assert::NONE)?;
+    let data: Vec<f64> = (0..n).map(|i| (i * p + me) as f64 * 0.5).collect();
+    for t in 0..p {
+        b.accumulate(t, off, &data, Op::Max)?;
+    }
+    b.fence(Assert::NONE)?;
+    let got = b.local_to_vec()?;
+    for i in 0..n {
+        assert_eq!(
+            got[off + i],
+            (i * p + p - 1) as f64 * 0.5,
+            "f64 element {i}"
+        );
+    }
+    assert_eq!(&got[..off], &[0.0; 3]);
+    b.fence(Assert::NONE)?;
+    if me == 0 {
+        let mut old = vec![0f64; n];
+        let new: Vec<f64> = (0..n).map(|i| -(i as f64)).collect();
+        b.get_accumulate(p - 1, off, &new, &mut old, Op::Replace)?;
+        for (i, o) in old.iter().enumerate() {
+            assert_eq!(*o, (i * p + p - 1) as f64 * 0.5, "old {i}");
+        }
+    }
+    b.fence(Assert::NONE)?;
+    if me == p - 1 {
+        let got = b.local_to_vec()?;
+        for i in 0..n {
+            assert_eq!(got[off + i], -(i as f64), "replaced {i}");
+        }
+    }
+    b.fence(Assert::NOSUCCEED)?;
+    b.free()?;
+    // u32 raccumulate of BXOR with a request.
+    let mut c = Window::<u32>::allocate(w, n)?;
+    c.lock_all()?;
+    let right = (me + 1) % p;
+    let r = c.raccumulate(right, 0, vec![0x5a5a_0000u32 | me as u32; n], IntOp::Bxor)?;
+    let back = r.wait()?;
+    assert_eq!(back.len(), n);
+    c.unlock_all()?;
+    w.barrier()?;
+    let left = (me + p - 1) % p;
+    assert_eq!(c.local_to_vec()?, vec![0x5a5a_0000u32 | left as u32; n]);
+    c.free()
+}
+
+/// Operations the type or call does not take, chosen at run time, and
+/// mismatched buffer lengths: `InvalidArgument`, nothing sent, the window
+/// works afterwards.
+fn op_type_mismatch(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let mut win = Window::<f64>::allocate(w, 4)?;
+    win.lock_all()?;
+    for op in [
+        AnyOp::Band,
+        AnyOp::Bor,
+        AnyOp::Bxor,
+        AnyOp::Land,
+        AnyOp::Lor,
+        AnyOp::Lxor,
+    ] {
+        let (k, msg) = kind_of(win.accumulate(right, 0, &[1.0], op), "int op on f64");
+        assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+        assert!(msg.contains(op.name()), "{msg}");
+        let (k, _) = kind_of(win.fetch_and_op(right, 0, 1.0, op), "int op on f64");
+        assert_eq!(k, ErrorKind::InvalidArgument);
+    }
+    let (k, msg) = kind_of(
+        win.accumulate(right, 0, &[1.0], AnyOp::NoOp),
+        "NO_OP accumulate",
+    );
+    assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+    let mut res = [0.0f64; 2];
+    let (k, msg) = kind_of(
+        win.get_accumulate(right, 0, &[1.0], &mut res, Op::Sum),
+        "lengths differ",
+    );
+    assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+    let (k, _) = kind_of(
+        win.get_accumulate(right, 0, &[], &mut res, Op::Sum),
+        "empty origin with SUM",
+    );
+    assert_eq!(k, ErrorKind::InvalidArgument);
+    win.accumulate(right, 1, &[2.5], AnyOp::Sum)?;
+    win.flush(right)?;
+    win.unlock_all()?;
+    w.barrier()?;
+    assert_eq!(win.local_to_vec()?, vec![0.0, 2.5, 0.0, 0.0]);
+    win.free()
+}
+
+// ---- bounds ------------------------------------------------------------------------
+
+/// Zero-length put/get/accumulate at the start and at the end of the
+/// window succeed; out-of-window accesses of every kind are
+/// `OutOfWindow` naming the rank, huge displacements do not overflow,
+/// and the next correct operation works.
+fn zero_length_and_bounds(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let n = 8;
+    let mut win = Window::<u32>::allocate(w, n)?;
+    // Zero-length operations in every kind of epoch.
+    win.fence(Assert::NONE)?;
+    win.put(right, 0, &[])?;
+    win.put(right, n, &[])?;
+    win.get(right, n, &mut [])?;
+    win.accumulate(right, 0, &[], Op::Sum)?;
+    win.get_accumulate(right, n, &[], &mut [], NoOp)?;
+    win.fence(Assert::NOSUCCEED)?;
+    win.lock(right, LockType::Shared, Assert::NONE)?;
+    win.put(right, 0, &[])?;
+    win.get(right, 0, &mut [])?;
+    win.unlock(right)?;
+    win.lock_all()?;
+    let rq = win.rput(right, n, Vec::<u32>::new())?;
+    rq.wait()?;
+    let rq = win.rget(right, 0, Vec::<u32>::new())?;
+    assert!(rq.wait()?.is_empty());
+    // Out of the window, each kind.
+    oow(win.put(right, n, &[1]), "put past the end", right);
+    oow(
+        win.put(right, n - 1, &[1, 2]),
+        "put straddling the end",
+        right,
+    );
+    oow(
+        win.get(right, n + 100, &mut [0; 2]),
+        "get past the end",
+        right,
+    );
+    oow(win.accumulate(right, n, &[1], Op::Sum), "accumulate", right);
+    oow(
+        win.fetch_and_op(right, n, 1, Op::Sum),
+        "fetch_and_op",
+        right,
+    );
+    oow(
+        win.compare_and_swap(right, n, 0, 1),
+        "compare_and_swap",
+        right,
+    );
+    oow(
+        win.get_accumulate(right, n - 1, &[1, 1], &mut [0, 0], Op::Sum),
+        "get_accumulate",
+        right,
+    );
+    oow(win.rput(right, n, vec![1u32]), "rput", right);
+    oow(win.rget(right, n, vec![0u32; 1]), "rget", right);
+    oow(
+        win.raccumulate(right, n, vec![1u32], Op::Sum),
+        "raccumulate",
+        right,
+    );
+    oow(win.put(me, n, &[1]), "put to self past the end", me);
+    // Displacements near usize::MAX: an error, no overflow, no panic.
+    for disp in [usize::MAX, usize::MAX / 4, usize::MAX - 1] {
+        oow(win.put(right, disp, &[1]), "put at a huge disp", right);
+        oow(win.get(right, disp, &mut [0]), "get at a huge disp", right);
+        oow(
+            win.accumulate(right, disp, &[1], Op::Sum),
+            "accumulate at a huge disp",
+            right,
+        );
+        oow(
+            win.fetch_and_op(right, disp, 1, Op::Sum),
+            "fetch_and_op huge",
+            right,
+        );
+    }
+    // A message naming the range.
+    let msg = win.put(right, n - 1, &[1, 2]).unwrap_err().to_string();
+    assert!(
+        msg.contains(&(n - 1).to_string()),
+        "names the offset: {msg}"
+    );
+    // Ranks outside the job.
+    let (k, msg) = kind_of(win.put(p, 0, &[1]), "put to rank p");
+    assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+    assert!(msg.contains(&format!("rank {p}")), "{msg}");
+    // The next correct operations work.
+    win.put(right, n - 1, &[0xabcd])?;
+    let v = win.fetch_and_op(right, 0, 5, Op::Sum)?;
+    assert_eq!(v, 0);
+    win.unlock_all()?;
+    // Outside any epoch: each kind.
+    epoch_err(win.put(right, 0, &[1]), "put");
+    epoch_err(win.get(right, 0, &mut [0]), "get");
+    epoch_err(win.accumulate(right, 0, &[1], Op::Sum), "accumulate");
+    epoch_err(win.fetch_and_op(right, 0, 1, Op::Sum), "fetch_and_op");
+    epoch_err(win.compare_and_swap(right, 0, 1, 2), "compare_and_swap");
+    epoch_err(win.rput(right, 0, vec![1u32]), "rput");
+    w.barrier()?;
+    let mut want = vec![0u32; n];
+    want[0] = 5;
+    want[n - 1] = 0xabcd;
+    assert_eq!(win.local_to_vec()?, want);
+    win.free()
+}
+
+// ---- requests ---------------------------------------------------------------------
+
+/// rput/rget/raccumulate/rget_accumulate completed by wait in reverse
+/// order, by wait_any, by test polling; a dropped request; a request
+/// waited after the epoch closed.
+fn requests_any_order(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let n = 100;
+    let mut win = Window::<u64>::allocate(w, 4 * n + 3)?;
+    win.lock_all()?;
+    let a = win.rput(right, 0, (0..n).map(|i| val(me, i)).collect::<Vec<_>>())?;
+    let b = win.raccumulate(right, n, vec![me as u64 + 1; n], Op::Sum)?;
+    let c = win.rput(right, 2 * n, vec![val(me, 7); n])?;
+    // Reverse order.
+    c.wait()?;
+    b.wait()?;
+    a.wait()?;
+    win.flush(right)?;
+    w.barrier()?;
+    // Reads of what the left neighbour wrote into our window, in any order.
+    let g1 = win.rget(me, 0, vec![0u64; n])?;
+    let g2 = win.rget_accumulate(me, n, &[], vec![0u64; n], NoOp)?;
+    let g3 = win.rget(right, 2 * n, vec![0u64; n])?;
+    let mut reqs = vec![g1, g2, g3];
+    let mut done = vec![None; 3];
+    let mut order = vec![0usize, 1, 2];
+    while let Some((i, buf)) = Request::wait_any(&mut reqs)? {
+        let idx = order.remove(i);
+        done[idx] = Some(buf);
+    }
+    assert!(reqs.is_empty());
+    drop(reqs);
+    let want0: Vec<u64> = (0..n).map(|i| val(left, i)).collect();
+    assert_eq!(done[0].as_deref(), Some(&want0[..]), "rget of self");
+    assert_eq!(
+        done[1].as_deref(),
+        Some(&vec![left as u64 + 1; n][..]),
+        "rget_accumulate NO_OP"
+    );
+    assert_eq!(
+        done[2].as_deref(),
+        Some(&vec![val(me, 7); n][..]),
+        "rget of the right neighbour"
+    );
+    // Test polling.
+    let t = win.rget(right, 0, vec![0u64; 4])?;
+    while !t.test()? {}
+    let got = t.wait()?;
+    assert_eq!(got, (0..4).map(|i| val(me, i)).collect::<Vec<_>>());
+    // A dropped request: the epoch still completes it.
+    let d = win.rput(right, 3 * n, vec![val(me, 9); n])?;
+    drop(d);
+    // Put and accumulate to one location are ordered only by a flush.
+    win.flush(right)?;
+    let d2 = win.raccumulate(right, 3 * n, vec![1u64; n], Op::Sum)?;
+    drop(d2);
+    // A request outliving its epoch's end (elements no other operation
+    // of the epoch touches: a put and an accumulate to one location
+    // conflict).
+    let late = win.rput(right, 4 * n + 1, vec![val(me, 11); 2])?;
+    win.unlock_all()?;
+    late.wait()?;
+    w.barrier()?;
+    let got = win.local_to_vec()?;
+    assert!(
+        got[3 * n..4 * n].iter().all(|&x| x == val(left, 9) + 1),
+        "dropped rput then dropped raccumulate"
+    );
+    assert_eq!(&got[4 * n..], &[0, val(left, 11), val(left, 11)]);
+    // wait_all.
+    win.lock_all()?;
+    let reqs = (0..p)
+        .map(|t| win.rget(t, 0, vec![0u64; 2]))
+        .collect::<onesided::Result<Vec<_>>>()?;
+    let bufs = Request::wait_all(reqs)?;
+    for (t, b) in bufs.iter().enumerate() {
+        let l = (t + p - 1) % p;
+        assert_eq!(b, &vec![val(l, 0), val(l, 1)], "wait_all buffer {t}");
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    win.free()
+}
+
+// ---- windows -------------------------------------------------------------------------
+
+/// Windows whose sizes differ per rank, with size 0 on the odd ranks:
+/// len_of says each, zero-length access to an empty window works, any
+/// other access to it is OutOfWindow.
+fn uneven_windows(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let len = |r: usize| if r % 2 == 1 { 0 } else { 5 + 3 * r };
+    let mut win = Window::<u32>::allocate(w, len(me))?;
+    assert_eq!(win.len(), len(me));
+    for r in 0..p {
+        assert_eq!(win.len_of(r)?, len(r), "len_of({r})");
+    }
+    assert!(win.len_of(p).is_err());
+    win.fence(Assert::NONE)?;
+    for t in 0..p {
+        win.put(t, 0, &[])?;
+        if len(t) == 0 {
+            oow(win.put(t, 0, &[1]), "put to an empty window", t);
+        } else {
+            // The last element, each origin in turn writing its rank into
+            // one element of its own.
+            let d = len(t) - 1 - me.min(len(t) - 1);
+            if me < len(t) {
+                win.put(t, d, &[me as u32 + 1])?;
+            }
+            oow(win.get(t, len(t), &mut [0]), "get past an uneven end", t);
+        }
+    }
+    win.fence(Assert::NONE)?;
+    let got = win.local_to_vec()?;
+    let mut want = vec![0u32; len(me)];
+    for o in 0..p {
+        if o < len(me) {
+            want[len(me) - 1 - o] = o as u32 + 1;
+        }
+    }
+    assert_eq!(got, want);
+    win.fence(Assert::NOSUCCEED)?;
+    win.free()?;
+    // create with the caller's memory, different per rank, back by into_vec.
+    let mine: Vec<u64> = (0..len(me)).map(|i| val(me, i)).collect();
+    let win = Window::create(w, mine.clone())?;
+    win.lock_all()?;
+    for t in 0..p {
+        let mut got = vec![0u64; len(t)];
+        win.get(t, 0, &mut got)?;
+        win.flush(t)?;
+        assert_eq!(got, (0..len(t)).map(|i| val(t, i)).collect::<Vec<_>>());
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    assert_eq!(win.into_vec()?, mine);
+    Ok(())
+}
+
+/// Creating and freeing many windows in a loop (more than the window
+/// directory's slots), each used once: nothing leaks.
+fn many_windows(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    for i in 0..300u64 {
+        let mut win = Window::<u64>::allocate(w, 2)?;
+        win.fence(Assert::NOPRECEDE)?;
+        win.put(right, (i % 2) as usize, &[i + me as u64])?;
+        win.fence(Assert::NOSUCCEED)?;
+        assert_eq!(
+            win.local_to_vec()?[(i % 2) as usize],
+            i + left as u64,
+            "window {i}"
+        );
+        win.free()?;
+    }
+    // Dynamic and shared ones too, fewer.
+    for i in 0..40u64 {
+        let win = Window::<u64>::create_dynamic(w)?;
+        let d = win.attach(vec![i; 4])?;
+        let disps = w.allgather(&[d as u64])?;
+        win.lock_all()?;
+        let mut v = [0u64; 4];
+        win.get(right, disps[right] as usize, &mut v)?;
+        win.unlock_all()?;
+        assert_eq!(v, [i; 4]);
+        w.barrier()?;
+        win.detach(d)?;
+        let mut win = win;
+        win.free()?;
+    }
+    Ok(())
+}
+
+/// Several windows alive at once, of different element types, in
+/// different epochs at the same time (fence on one, lock_all on another,
+/// PSCW on a third).
+fn interleaved_windows(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let mut a = Window::<u8>::allocate(w, 16)?;
+    let mut b = Window::<u64>::allocate(w, 16)?;
+    let mut c = Window::<i32>::allocate(w, 16)?;
+    a.fence(Assert::NOPRECEDE)?;
+    b.lock_all()?;
+    c.post(&[left], Assert::NONE)?;
+    c.start(&[right], Assert::NONE)?;
+    for i in 0..16usize {
+        a.put(right, i, &[(me * 16 + i) as u8])?;
+        b.accumulate(right, i, &[i as u64], Op::Sum)?;
+        c.put(right, i, &[-((me * 100 + i) as i32)])?;
+    }
+    c.complete()?;
+    b.flush_all()?;
+    a.fence(Assert::NOSUCCEED)?;
+    c.wait()?;
+    b.unlock_all()?;
+    w.barrier()?;
+    let av = a.local_to_vec()?;
+    let bv = b.local_to_vec()?;
+    let cv = c.local_to_vec()?;
+    for i in 0..16usize {
+        assert_eq!(av[i], (left * 16 + i) as u8, "a[{i}]");
+        assert_eq!(bv[i], i as u64, "b[{i}]");
+        assert_eq!(cv[i], -((left * 100 + i) as i32), "c[{i}]");
+    }
+    // Freed in another order than created.
+    b.free()?;
+    c.free()?;
+    a.free()
+}
+
+/// free inside an access epoch is an error (the window stays usable and
+/// its peers, already waiting in their own free, are not disturbed); a
+/// rank that frees first waits for the others.
+fn free_in_epoch(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let mut win = Window::<u64>::allocate(w, 2)?;
+    if me % 2 == 1 {
+        win.lock_all()?;
+        win.put(right, 0, &[val(me, 0)])?;
+        epoch_err(win.free(), "free");
+        win.put(right, 1, &[val(me, 1)])?;
+        win.unlock_all()?;
+        win.lock(right, LockType::Exclusive, Assert::NONE)?;
+        epoch_err(win.free(), "free");
+        win.unlock(right)?;
+    }
+    // Even ranks are in free at once: it waits for the odd ones, whose
+    // puts into them completed at their unlock_all, before it returns.
+    let left_wrote = left % 2 == 1 && left != me;
+    let mem = win.into_vec()?;
+    if left_wrote {
+        assert_eq!(mem, vec![val(left, 0), val(left, 1)], "puts before free");
+    }
+    Ok(())
+}
+
+// ---- dynamic windows ------------------------------------------------------------------
+
+/// attach, access, detach, access after detach (OutOfWindow), re-attach
+/// the same buffer (same address), access again.
+fn dynamic_reattach(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let mut win = Window::<u64>::create_dynamic(w)?;
+    let n = 8;
+    let d = win.attach(vec![0u64; n])?;
+    let disps = w.allgather(&[d as u64])?;
+    let rd = disps[right] as usize;
+    win.lock_all()?;
+    win.put(right, rd, &(0..n).map(|i| val(me, i)).collect::<Vec<_>>())?;
+    win.flush(right)?;
+    win.unlock_all()?;
+    w.barrier()?;
+    let buf = win.detach(d)?;
+    assert_eq!(buf, (0..n).map(|i| val(left, i)).collect::<Vec<_>>());
+    w.barrier()?;
+    // After detach: an error naming the rank, no crash, the pair works on.
+    win.lock_all()?;
+    oow(win.put(right, rd, &[1]), "put after detach", right);
+    oow(win.get(right, rd, &mut [0]), "get after detach", right);
+    oow(
+        win.fetch_and_op(right, rd, 1, Op::Sum),
+        "fetch_and_op after detach",
+        right,
+    );
+    win.unlock_all()?;
+    w.barrier()?;
+    // Re-attach the same buffer: same address again.
+    let d2 = win.attach(buf)?;
+    assert_eq!(
+        d2, d,
+        "re-attach of the same Vec gives the same displacement"
+    );
+    w.barrier()?;
+    win.lock_all()?;
+    let old = win.fetch_and_op(right, rd + 1, 5, Op::Sum)?;
+    assert_eq!(old, val(me, 1), "after re-attach");
+    let mut v = [0u64; 2];
+    win.get(right, rd, &mut v)?;
+    win.flush(right)?;
+    assert_eq!(v, [val(me, 0), val(me, 1) + 5]);
+    win.unlock_all()?;
+    w.barrier()?;
+    let back = win.detach(d2)?;
+    assert_eq!(back[1], val(left, 1) + 5);
+    assert!(win.detach(d2).is_err(), "detach twice");
+    w.barrier()?;
+    win.free()
+}
+
+// ---- shared windows ---------------------------------------------------------------------
+
+/// allocate_shared, shared_query, stores through the pointer, the MPI
+/// "lock_all; store; sync; barrier; sync; load" pattern, and RMA on the
+/// same memory.
+fn shared_load_store(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let n = 10;
+    let mut win = match Window::<u64>::allocate_shared(w, n) {
+        Ok(win) => win,
+        // A back-end without node-shared memory says so, on every rank.
+        Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let seg = win.shared_query(me)?;
+    assert_eq!(seg.len(), n);
+    win.lock_all()?;
+    seg.write(0, &(0..n).map(|i| val(me, i)).collect::<Vec<_>>())?;
+    win.sync()?;
+    w.barrier()?;
+    win.sync()?;
+    let theirs = win.shared_query(right)?;
+    assert_eq!(theirs.len(), n);
+    assert_eq!(
+        theirs.to_vec()?,
+        (0..n).map(|i| val(right, i)).collect::<Vec<_>>()
+    );
+    // RMA into the same memory, seen by load after flush + barrier.
+    win.accumulate(right, 0, &[1], Op::Sum)?;
+    win.flush(right)?;
+    w.barrier()?;
+    win.sync()?;
+    let mut first = [0u64];
+    seg.read(0, &mut first)?;
+    assert_eq!(first[0], val(me, 0) + 1, "accumulate from the left {left}");
+    win.unlock_all()?;
+    drop(theirs);
+    drop(seg);
+    win.free()
+}
+
+// ---- drivers ---------------------------------------------------------------------
+
+fn config(software: bool) -> Config {
+    let mut c = Config::from_env().expect("configuration");
+    c.timeout = Some(Duration::from_secs(60));
+    c.shm = false;
+    if software {
+        c.accumulate = AccumulateMode::Software;
+        c.lock = LockMode::Software;
+        c.ops.mode = AggregateMode::On;
+    }
+    c
+}
+
+fn in_process(name: &str, case: Case) {
+    for software in [false, true] {
+        for ranks in [2, 4] {
+            World::run_threads_with(config(software), ranks, case).unwrap_or_else(|e| {
+                panic!("{name}: {ranks} ranks in-process (software {software}): {e}")
+            });
+        }
+    }
+}
+
+macro_rules! in_process_tests {
+    ($($name:ident),* $(,)?) => {
+        mod in_process {
+            $(
+                #[test]
+                fn $name() {
+                    super::in_process(stringify!($name), super::$name);
+                }
+            )*
+        }
+    };
+}
+
+in_process_tests!(
+    fence_assertions,
+    fence_misuse,
+    pscw_self_and_empty,
+    pscw_ring_overlapping,
+    pscw_misuse,
+    lock_self_and_nested,
+    lock_counter,
+    lock_all_flushes,
+    lock_misuse,
+    accumulate_ordering,
+    atomics_every_type,
+    accumulate_multi_element,
+    op_type_mismatch,
+    zero_length_and_bounds,
+    requests_any_order,
+    uneven_windows,
+    many_windows,
+    interleaved_windows,
+    free_in_epoch,
+    dynamic_reattach,
+    shared_load_store,
+);
+
+/// Every case in one process per rank: `ONESIDED_AUDIT_CASES` (comma
+/// separated) picks some.
+fn all_cases() {
+    let world = World::init().expect("init");
+    let pick = std::env::var("ONESIDED_AUDIT_CASES").ok();
+    for (name, case) in CASES {
+        if let Some(p) = &pick {
+            if !p.split(',').any(|x| x == *name) {
+                continue;
+            }
+        }
+        if let Err(e) = case(&world) {
+            panic!("case {name}, rank {}: {e}", world.rank());
+        }
+    }
+    common::assert_transport_clean(&world);
+    world.finalize().expect("finalize");
+}
+
+fn tcp_jobs() -> Vec<common::Job> {
+    [2, 4]
+        .into_iter()
+        .map(|ranks| common::Job {
+            launcher: common::Launcher::OnesidedRun,
+            ranks,
+            provider: "tcp".into(),
+            direct: false,
+        })
+        .collect()
+}
+
+spmd_test!(every_case_over_tcp, jobs = tcp_jobs(), all_cases);
+
+/// The same with the intra-node direct path on (load/store and CPU atomics
+/// to node-local ranks).
+fn direct_jobs() -> Vec<common::Job> {
+    let mut jobs = tcp_jobs();
+    for j in &mut jobs {
+        j.direct = true;
+    }
+    jobs
+}
+
+spmd_test!(every_case_direct, jobs = direct_jobs(), all_cases);
