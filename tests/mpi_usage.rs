@@ -20,7 +20,7 @@ mod common;
 
 use std::time::Duration;
 
-use onesided::config::{AccumulateMode, AggregateMode, Config, LockMode};
+use onesided::config::{AccumulateMode, AggregateMode, Config, LockMode, ProgressMode};
 use onesided::{AnyOp, Assert, ErrorKind, IntOp, LockType, NoOp, Op, Request, Window, World};
 
 type Case = fn(&World) -> onesided::Result<()>;
@@ -48,6 +48,23 @@ const CASES: &[(&str, Case)] = &[
     ("free_in_epoch", free_in_epoch),
     ("dynamic_reattach", dynamic_reattach),
     ("shared_load_store", shared_load_store),
+    ("cas_mutex", cas_mutex),
+    ("no_op_reads_during_sums", no_op_reads_during_sums),
+    ("empty_windows_everywhere", empty_windows_everywhere),
+    ("mismatched_element_types", mismatched_element_types),
+    ("no_locks_hint", no_locks_hint),
+    ("after_free", after_free),
+    ("peer_dropped_window", peer_dropped_window),
+    ("pscw_many_to_one", pscw_many_to_one),
+    ("dynamic_regions", dynamic_regions),
+    ("requests_across_epochs", requests_across_epochs),
+    ("group_windows", group_windows),
+    ("threads_share_a_window", threads_share_a_window),
+    (
+        "other_epochs_after_plain_fence",
+        other_epochs_after_plain_fence,
+    ),
+    ("self_spin_serves_peers", self_spin_serves_peers),
 ];
 
 // ---- helpers ----------------------------------------------------------------
@@ -71,6 +88,25 @@ fn oow<T: std::fmt::Debug>(r: onesided::Result<T>, what: &str, rank: usize) {
     let (k, msg) = kind_of(r, what);
     assert_eq!(k, ErrorKind::OutOfWindow, "{what}: {msg}");
     assert!(msg.contains(&format!("rank {rank}")), "{what}: {msg}");
+}
+
+/// Panics once a spin loop outlived `SPIN_LIMIT` (a peer that never
+/// answers would otherwise keep a test spinning forever).
+struct Spin(std::time::Instant, &'static str);
+
+const SPIN_LIMIT: Duration = Duration::from_secs(30);
+
+impl Spin {
+    fn new(what: &'static str) -> Spin {
+        Spin(std::time::Instant::now(), what)
+    }
+    fn check(&self) {
+        assert!(
+            self.0.elapsed() < SPIN_LIMIT,
+            "{}: still spinning after {SPIN_LIMIT:?}",
+            self.1
+        );
+    }
 }
 
 fn val(rank: usize, i: usize) -> u64 {
@@ -226,10 +262,9 @@ fn pscw_ring_overlapping(w: &World) -> onesided::Result<()> {
             .collect();
         win.put(right, 0, &data)?;
         win.complete()?;
-        let mut polls = 0u64;
+        let spin = Spin::new("test() of the exposure epoch");
         while !win.test()? {
-            polls += 1;
-            assert!(polls < 1 << 40);
+            spin.check();
         }
         let want: Vec<u16> = (0..n)
             .map(|i| (left * 1000 + round * 50 + i) as u16)
@@ -329,7 +364,8 @@ fn lock_self_and_nested(w: &World) -> onesided::Result<()> {
     }
     w.barrier()?;
     let got = win.local_to_vec()?;
-    assert_eq!(got, vec![me as i64 + 10, 2, 2, 0]);
+    let twice = if p > 1 { 2 } else { 0 };
+    assert_eq!(got, vec![me as i64 + 10, twice, twice, 0]);
     win.free()
 }
 
@@ -492,9 +528,11 @@ macro_rules! atomics_for {
     ($w:expr, $t:ty, int) => {{
         let (me, p) = ($w.rank(), $w.size());
         let target = (me + 1) % p;
-        let win = Window::<$t>::allocate($w, p + 1)?;
+        // Elements 1..=p: one per origin; p+1..p+5: a block.
+        let win = Window::<$t>::allocate($w, p + 5)?;
         atomics_for!(@common win, me, target, $t);
         let d = me + 1;
+        let block = p + 1;
         let c = |x: i64| x as $t;
         let ops: [(IntOp, i64, i64); 6] = [
             (IntOp::Band, 3, 3),  // 7 & 3
@@ -518,6 +556,37 @@ macro_rules! atomics_for {
         win.accumulate(target, d, &[1 as $t], Op::Sum)?;
         let now = win.fetch_and_op(target, d, c(0), NoOp)?;
         assert_eq!(now, <$t>::MIN, "{} wraps", stringify!($t));
+        // MIN/MAX/PROD/SUM with the sign of the type (negative operands
+        // are large ones on unsigned types), element-wise over several
+        // elements: the expected values come from Rust's own arithmetic.
+        let mut cur: Vec<$t> = vec![c(-3), c(5), c(-128), c(127)];
+        win.accumulate(target, block, &cur, Op::Replace)?;
+        let args: [(Op, [i64; 4]); 5] = [
+            (Op::Max, [-5, -1, 3, -2]),
+            (Op::Min, [-7, 2, -1, 1]),
+            (Op::Sum, [-1, -9, 100, -127]),
+            (Op::Prod, [-3, 7, -2, 11]),
+            (Op::Max, [0, 0, 0, 0]),
+        ];
+        for (op, a) in args {
+            let a: Vec<$t> = a.iter().map(|&x| c(x)).collect();
+            let mut old = vec![c(0); 4];
+            win.get_accumulate(target, block, &a, &mut old, op)?;
+            assert_eq!(old, cur, "{} {op:?}: previous values", stringify!($t));
+            for (x, y) in cur.iter_mut().zip(&a) {
+                *x = match op {
+                    Op::Max => (*x).max(*y),
+                    Op::Min => (*x).min(*y),
+                    Op::Sum => x.wrapping_add(*y),
+                    Op::Prod => x.wrapping_mul(*y),
+                    Op::Replace => *y,
+                };
+            }
+        }
+        let mut now = vec![c(0); 4];
+        win.get(target, block, &mut now)?;
+        win.flush(target)?;
+        assert_eq!(now, cur, "{} after MIN/MAX/SUM/PROD", stringify!($t));
         win.unlock(target)?;
         $w.barrier()?;
         let mut win = win;
@@ -526,7 +595,7 @@ macro_rules! atomics_for {
     ($w:expr, $t:ty, float) => {{
         let (me, p) = ($w.rank(), $w.size());
         let target = (me + 1) % p;
-        let win = Window::<$t>::allocate($w, p + 1)?;
+        let win = Window::<$t>::allocate($w, p + 5)?;
         atomics_for!(@common win, me, target, $t);
         // A fractional value and a NaN-free CAS on bits.
         let d = me + 1;
@@ -538,6 +607,19 @@ macro_rules! atomics_for {
         assert_eq!(old, 0.75 as $t);
         let now = win.fetch_and_op(target, d, 0 as $t, NoOp)?;
         assert_eq!(now, -1.5 as $t);
+        // Signed MIN/MAX and PROD of negatives.
+        win.accumulate(target, d, &[-2.5 as $t], Op::Max)?;
+        win.accumulate(target, d, &[-4.0 as $t], Op::Prod)?;
+        win.accumulate(target, d, &[-0.5 as $t], Op::Min)?;
+        let now = win.fetch_and_op(target, d, 0 as $t, NoOp)?;
+        // max(-1.5, -2.5) = -1.5; * -4 = 6; min(6, -0.5) = -0.5.
+        assert_eq!(now, -0.5 as $t, "{} max/prod/min", stringify!($t));
+        // compare_and_swap compares bits: -0.0 is not 0.0.
+        win.accumulate(target, d, &[0.0 as $t], Op::Replace)?;
+        let old = win.compare_and_swap(target, d, -0.0 as $t, 1.0 as $t)?;
+        assert_eq!(old.to_bits(), (0.0 as $t).to_bits());
+        let now = win.fetch_and_op(target, d, 0 as $t, NoOp)?;
+        assert_eq!(now, 0.0 as $t, "{} CAS of -0.0 against 0.0", stringify!($t));
         win.unlock(target)?;
         $w.barrier()?;
         let mut win = win;
@@ -873,7 +955,10 @@ fn requests_any_order(w: &World) -> onesided::Result<()> {
     );
     // Test polling.
     let t = win.rget(right, 0, vec![0u64; 4])?;
-    while !t.test()? {}
+    let spin = Spin::new("Request::test");
+    while !t.test()? {
+        spin.check();
+    }
     let got = t.wait()?;
     assert_eq!(got, (0..4).map(|i| val(me, i)).collect::<Vec<_>>());
     // A dropped request: the epoch still completes it.
@@ -1168,23 +1253,577 @@ fn shared_load_store(w: &World) -> onesided::Result<()> {
     win.free()
 }
 
+// ---- classic patterns and more misuse -----------------------------------------------
+
+/// The classic MPI mutex: a lock word on rank 0 taken by
+/// compare_and_swap in a loop inside lock_all, a counter incremented with
+/// get + put (not atomic) while holding it, flushed before release by an
+/// atomic REPLACE. Only mutual exclusion makes the total exact.
+fn cas_mutex(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let rounds = 15u64;
+    let mut win = Window::<u64>::allocate(w, 2)?;
+    win.lock_all()?;
+    for _ in 0..rounds {
+        let spin = Spin::new("compare_and_swap on the lock word");
+        while win.compare_and_swap(0, 0, 0, me as u64 + 1)? != 0 {
+            spin.check();
+        }
+        let mut v = [0u64];
+        win.get(0, 1, &mut v)?;
+        win.flush(0)?;
+        win.put(0, 1, &[v[0] + 1])?;
+        win.flush(0)?;
+        let old = win.fetch_and_op(0, 0, 0, Op::Replace)?;
+        assert_eq!(old, me as u64 + 1, "the lock word held our mark");
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    if me == 0 {
+        assert_eq!(win.local_to_vec()?, vec![0, p as u64 * rounds]);
+    }
+    w.barrier()?;
+    win.free()
+}
+
+/// get_accumulate NO_OP and fetch_and_op NO_OP are atomic reads: while
+/// every other rank adds 1 to a counter, rank 0's reads never go down and
+/// never see a torn value; the final count is exact.
+fn no_op_reads_during_sums(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let adds = 200u64;
+    // 0x0001_0001... per add: a torn read would break the pattern.
+    let step = 0x0000_0001_0000_0001u64;
+    let mut win = Window::<u64>::allocate(w, 1)?;
+    win.lock_all()?;
+    if me == 0 {
+        let mut last = 0u64;
+        for i in 0..4 * adds {
+            let v = if i % 2 == 0 {
+                win.fetch_and_op(0, 0, 0, NoOp)?
+            } else {
+                let mut r = [0u64];
+                win.get_accumulate(0, 0, &[], &mut r, NoOp)?;
+                r[0]
+            };
+            assert_eq!(v >> 32, v & 0xffff_ffff, "torn read {v:#x}");
+            assert!(v >= last, "went down: {v:#x} after {last:#x}");
+            last = v;
+        }
+    } else {
+        for _ in 0..adds {
+            win.accumulate(0, 0, &[step], Op::Sum)?;
+        }
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    if me == 0 {
+        assert_eq!(win.local_to_vec()?, vec![step * adds * (p as u64 - 1)]);
+    }
+    w.barrier()?;
+    win.free()
+}
+
+/// Windows of zero elements on every rank: every epoch kind works,
+/// zero-length accesses succeed, others are OutOfWindow.
+fn empty_windows_everywhere(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let mut win = Window::<u16>::allocate(w, 0)?;
+    assert!(win.is_empty());
+    win.fence(Assert::NONE)?;
+    win.put(right, 0, &[])?;
+    oow(win.put(right, 0, &[1]), "put to an empty window", right);
+    win.fence(Assert::NOSUCCEED)?;
+    win.lock(right, LockType::Exclusive, Assert::NONE)?;
+    win.get(right, 0, &mut [])?;
+    oow(
+        win.fetch_and_op(right, 0, 1, Op::Sum),
+        "fetch_and_op",
+        right,
+    );
+    win.unlock(right)?;
+    win.post(&[left], Assert::NONE)?;
+    win.start(&[right], Assert::NONE)?;
+    win.put(right, 0, &[])?;
+    win.complete()?;
+    win.wait()?;
+    win.free()?;
+    let win = Window::create(w, Vec::<u32>::new())?;
+    assert!(win.into_vec()?.is_empty());
+    Ok(())
+}
+
+/// Ranks that create one window with different element types (an MPI
+/// program whose ranks disagree on the datatype): an error on every rank
+/// at creation or at first access, never a silent reinterpretation.
+fn mismatched_element_types(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    if p == 1 {
+        return Ok(());
+    }
+    let right = (me + 1) % p;
+    if me % 2 == 0 {
+        match Window::<u64>::allocate(w, 4) {
+            Err(e) => assert!(
+                e.to_string().contains("u64") || e.to_string().contains("type"),
+                "{e}"
+            ),
+            Ok(mut win) => {
+                win.lock_all()?;
+                let r = win.put(right, 0, &[1]);
+                let r = r.and_then(|_| win.flush(right));
+                let e = r.expect_err("a u64 put into a u32 window");
+                assert!(e.to_string().contains("type"), "{e}");
+                win.unlock_all()?;
+                win.free()?;
+            }
+        }
+    } else {
+        match Window::<u32>::allocate(w, 4) {
+            Err(e) => assert!(
+                e.to_string().contains("u32") || e.to_string().contains("type"),
+                "{e}"
+            ),
+            Ok(mut win) => {
+                win.lock_all()?;
+                let r = win.put(right, 0, &[1]);
+                let r = r.and_then(|_| win.flush(right));
+                if right % 2 == 0 {
+                    let e = r.expect_err("a u32 put into a u64 window");
+                    assert!(e.to_string().contains("type"), "{e}");
+                } else {
+                    r?;
+                }
+                win.unlock_all()?;
+                win.free()?;
+            }
+        }
+    }
+    w.barrier()
+}
+
+/// The `no_locks` hint: lock and lock_all are refused with an error that
+/// says why; fence and PSCW work.
+fn no_locks_hint(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let info = onesided::WindowInfo::new().no_locks(true);
+    let mut win = Window::<u64>::allocate_with(w, 2, &info)?;
+    let (_, msg) = kind_of(
+        win.lock(right, LockType::Shared, Assert::NONE),
+        "lock with no_locks",
+    );
+    assert!(msg.contains("no_locks"), "{msg}");
+    win.fence(Assert::NONE)?;
+    win.put(right, 0, &[me as u64 + 1])?;
+    win.fence(Assert::NOSUCCEED)?;
+    assert_eq!(win.local_to_vec()?[0], ((me + p - 1) % p) as u64 + 1);
+    win.free()
+}
+
+/// Every call on a freed window is an error naming it; free twice too.
+fn after_free(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let mut win = Window::<u64>::allocate(w, 2)?;
+    let id = win.id();
+    win.free()?;
+    let named = |r: onesided::Result<()>, what: &str| {
+        let (_, msg) = kind_of(r, what);
+        assert!(
+            msg.contains(&format!("window {id}")) && msg.contains("free"),
+            "{what}: {msg}"
+        );
+    };
+    named(win.free(), "free twice");
+    named(win.fence(Assert::NONE), "fence");
+    named(win.lock_all(), "lock_all");
+    named(win.lock(right, LockType::Shared, Assert::NONE), "lock");
+    named(win.put(right, 0, &[1]), "put");
+    named(win.get(right, 0, &mut [0]), "get");
+    named(win.accumulate(right, 0, &[1], Op::Sum), "accumulate");
+    named(
+        win.fetch_and_op(right, 0, 1, Op::Sum).map(|_| ()),
+        "fetch_and_op",
+    );
+    named(win.post(&[right], Assert::NONE), "post");
+    named(win.start(&[right], Assert::NONE), "start");
+    named(win.local_read(0, &mut [0]), "local_read");
+    named(win.flush_all(), "flush_all");
+    named(win.sync(), "sync");
+    w.barrier()
+}
+
+/// A peer that drops its window without free (an error path of its own):
+/// accesses to it fail with an error naming it, or succeed, but never
+/// hang or crash, and the pair keeps working on another window.
+fn peer_dropped_window(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    if p == 1 {
+        return Ok(());
+    }
+    let mut keep = Window::<u64>::allocate(w, 4)?;
+    let gone = Window::<u64>::allocate(w, 4)?;
+    // Everybody contacts everybody on both windows first.
+    gone.lock_all()?;
+    keep.lock_all()?;
+    for t in 0..p {
+        gone.put(t, 0, &[1])?;
+        keep.put(t, 0, &[1])?;
+    }
+    gone.unlock_all()?;
+    keep.unlock_all()?;
+    w.barrier()?;
+    if me == 1 {
+        drop(gone);
+        w.barrier()?;
+    } else {
+        w.barrier()?;
+        gone.lock_all()?;
+        let r = gone.put(1, 0, &[2]).and_then(|_| gone.flush(1));
+        if let Err(e) = &r {
+            assert!(e.to_string().contains("rank 1"), "{e}");
+        }
+        let mut v = [0u64];
+        let r = gone.get(1, 0, &mut v).and_then(|_| gone.flush(1));
+        if let Err(e) = &r {
+            assert!(e.to_string().contains("rank 1"), "{e}");
+        }
+        let _ = gone.unlock_all();
+        drop(gone);
+    }
+    w.barrier()?;
+    // The pair still works.
+    keep.lock_all()?;
+    let right = (me + 1) % p;
+    keep.put(right, 1, &[val(me, 1)])?;
+    keep.unlock_all()?;
+    w.barrier()?;
+    let left = (me + p - 1) % p;
+    assert_eq!(keep.local_to_vec()?, vec![1, val(left, 1), 0, 0]);
+    w.barrier()?;
+    keep.free()
+}
+
+/// One target exposed to every other rank (a gather), then one origin
+/// accessing every other rank (a scatter), with PSCW.
+fn pscw_many_to_one(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let others: Vec<usize> = (0..p).filter(|&r| r != 0).collect();
+    let mut win = Window::<u32>::allocate(w, p * 3)?;
+    for round in 0..3u32 {
+        if me == 0 {
+            win.post(&others, Assert::NONE)?;
+            win.wait()?;
+            let got = win.local_to_vec()?;
+            for r in 1..p {
+                assert_eq!(got[r * 3..r * 3 + 3], [r as u32 + round; 3], "gather {r}");
+            }
+            // Scatter back.
+            win.start(&others, Assert::NONE)?;
+            for &r in &others {
+                win.put(r, 0, &[round * 10 + r as u32])?;
+            }
+            win.complete()?;
+        } else {
+            win.start(&[0], Assert::NONE)?;
+            win.put(0, me * 3, &[me as u32 + round; 3])?;
+            win.complete()?;
+            win.post(&[0], Assert::NONE)?;
+            win.wait()?;
+            assert_eq!(win.local_to_vec()?[0], round * 10 + me as u32, "scatter");
+        }
+    }
+    win.free()
+}
+
+/// Several regions attached at once, detached in another order; an
+/// access spanning two regions is an error even where they happen to be
+/// adjacent; a different buffer attached after a detach is reached at its
+/// own displacement.
+fn dynamic_regions(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let mut win = Window::<u32>::create_dynamic(w)?;
+    let d: Vec<usize> = (0..4)
+        .map(|k| win.attach(vec![(me * 100 + k) as u32; 8]))
+        .collect::<onesided::Result<_>>()?;
+    let mut mine: Vec<u64> = d.iter().map(|&x| x as u64).collect();
+    let all = w.allgather(&mine)?;
+    let theirs: Vec<usize> = all[right * 4..right * 4 + 4]
+        .iter()
+        .map(|&x| x as usize)
+        .collect();
+    win.lock_all()?;
+    for (k, &td) in theirs.iter().enumerate() {
+        let mut v = [0u32; 8];
+        win.get(right, td, &mut v)?;
+        win.flush(right)?;
+        assert_eq!(v, [(right * 100 + k) as u32; 8]);
+        oow(
+            win.get(right, td + 4, &mut [0u32; 8]),
+            "get across a region's end",
+            right,
+        );
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    // Detach 2 and 0; attach a new, larger one.
+    win.detach(d[2])?;
+    win.detach(d[0])?;
+    let dn = win.attach(vec![7u32; 64])?;
+    mine = vec![dn as u64];
+    let all = w.allgather(&mine)?;
+    let tn = all[right] as usize;
+    w.barrier()?;
+    win.lock_all()?;
+    oow(
+        win.put(right, theirs[2], &[1]),
+        "put into detached region 2",
+        right,
+    );
+    win.put(right, theirs[1], &[me as u32; 8])?;
+    win.put(right, tn + 60, &[me as u32 + 1; 4])?;
+    win.flush(right)?;
+    win.unlock_all()?;
+    w.barrier()?;
+    let left = (me + p - 1) % p;
+    assert_eq!(win.detach(d[1])?, vec![left as u32; 8]);
+    let big = win.detach(dn)?;
+    assert_eq!(&big[..60], &[7u32; 60][..]);
+    assert_eq!(&big[60..], &[left as u32 + 1; 4]);
+    assert_eq!(win.detach(d[3])?, vec![(me * 100 + 3) as u32; 8]);
+    w.barrier()?;
+    win.free()
+}
+
+/// Requests issued in a fence epoch and waited after the closing fence;
+/// requests in a PSCW access epoch waited after complete; and the data.
+fn requests_across_epochs(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let mut win = Window::<i32>::allocate(w, 8)?;
+    win.fence(Assert::NONE)?;
+    let a = win.rput(right, 0, vec![me as i32 + 1; 4])?;
+    let b = win.raccumulate(right, 4, vec![-(me as i32) - 1; 4], Op::Sum)?;
+    win.fence(Assert::NONE)?;
+    a.wait()?;
+    b.wait()?;
+    assert_eq!(
+        win.local_to_vec()?,
+        [vec![left as i32 + 1; 4], vec![-(left as i32) - 1; 4]].concat()
+    );
+    win.fence(Assert::NOSUCCEED)?;
+    win.post(&[left], Assert::NONE)?;
+    win.start(&[right], Assert::NONE)?;
+    let g = win.rget(right, 0, vec![0i32; 8])?;
+    let ga = win.rget_accumulate(right, 4, &[10; 4], vec![0i32; 4], Op::Sum)?;
+    win.complete()?;
+    let got = g.wait()?;
+    let old = ga.wait()?;
+    win.wait()?;
+    assert_eq!(
+        got,
+        [vec![me as i32 + 1; 4], vec![-(me as i32) - 1; 4]].concat()
+    );
+    assert_eq!(old, vec![-(me as i32) - 1; 4]);
+    assert_eq!(win.local_to_vec()?[4..], [9 - left as i32; 4]);
+    win.free()
+}
+
+/// Windows over groups (MPI_Comm_split): ranks are group ranks, fences
+/// synchronize the members only, two groups' windows live at once.
+fn group_windows(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let g = w
+        .split(Some((me % 2) as u32), -(me as i64))?
+        .expect("every rank has a colour");
+    let (gr, gp) = (g.rank(), g.size());
+    assert_eq!(g.world_rank(gr), Some(me));
+    // Keys are descending world ranks: group rank 0 is the highest.
+    let members: Vec<usize> = (0..p).filter(|r| r % 2 == me % 2).rev().collect();
+    assert_eq!(g.world_ranks(), &members[..]);
+    let mut win = Window::<u64>::allocate(&g, gp)?;
+    win.fence(Assert::NONE)?;
+    for t in 0..gp {
+        win.put(t, gr, &[me as u64 + 1])?;
+    }
+    oow(win.put(0, gp, &[1]), "put past a group window", 0);
+    let (_, msg) = kind_of(win.put(gp, 0, &[1]), "put to a rank outside the group");
+    assert!(msg.contains(&format!("rank {gp}")), "{msg}");
+    win.fence(Assert::NONE)?;
+    let want: Vec<u64> = members.iter().map(|&r| r as u64 + 1).collect();
+    assert_eq!(win.local_to_vec()?, want);
+    g.barrier()?;
+    // Locks in group ranks.
+    win.lock((gr + 1) % gp, LockType::Exclusive, Assert::NONE)?;
+    win.accumulate((gr + 1) % gp, gr, &[100], Op::Sum)?;
+    win.unlock((gr + 1) % gp)?;
+    g.barrier()?;
+    let got = win.local_to_vec()?;
+    let from = (gr + gp - 1) % gp;
+    assert_eq!(got[from], members[from] as u64 + 1 + 100);
+    win.fence(Assert::NOSUCCEED)?;
+    win.free()?;
+    w.barrier()
+}
+
+/// Several threads of one rank issue operations on one window in one
+/// lock_all epoch (MPI_THREAD_MULTIPLE): every put and accumulate lands.
+fn threads_share_a_window(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let threads = 3usize;
+    let per = 50usize;
+    let mut win = Window::<u64>::allocate(w, threads * per + 1)?;
+    win.lock_all()?;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let win = &win;
+                s.spawn(move || -> onesided::Result<()> {
+                    for i in 0..per {
+                        win.put(right, t * per + i, &[val(me, t * per + i)])?;
+                        win.accumulate(right, threads * per, &[1], Op::Sum)?;
+                        if i % 10 == 0 {
+                            win.flush(right)?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect::<onesided::Result<Vec<_>>>()
+    })?;
+    win.unlock_all()?;
+    w.barrier()?;
+    let got = win.local_to_vec()?;
+    for (i, g) in got[..threads * per].iter().enumerate() {
+        assert_eq!(*g, val(left, i), "element {i}");
+    }
+    assert_eq!(got[threads * per], (threads * per) as u64);
+    w.barrier()?;
+    win.free()
+}
+
+/// The common program shape: fence, operations, fence (without
+/// NOSUCCEED), then a passive-target or PSCW phase. MPI-3.1 §11.5 lets the
+/// last fence of a phase omit NOSUCCEED; the next kind of epoch may begin
+/// when no operation followed it.
+fn other_epochs_after_plain_fence(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    let mut win = Window::<u64>::allocate(w, 4)?;
+    win.fence(Assert::NONE)?;
+    win.put(right, 0, &[val(me, 0)])?;
+    win.fence(Assert::NONE)?;
+    // A per-target lock after it.
+    win.lock(right, LockType::Exclusive, Assert::NONE)?;
+    win.put(right, 1, &[val(me, 1)])?;
+    win.unlock(right)?;
+    w.barrier()?;
+    win.fence(Assert::NONE)?;
+    win.put(right, 2, &[val(me, 2)])?;
+    win.fence(Assert::NONE)?;
+    // PSCW after it.
+    win.post(&[left], Assert::NONE)?;
+    win.start(&[right], Assert::NONE)?;
+    win.put(right, 3, &[val(me, 3)])?;
+    win.complete()?;
+    win.wait()?;
+    win.fence(Assert::NONE)?;
+    win.fence(Assert::NONE)?;
+    // lock_all after it.
+    win.lock_all()?;
+    let mut v = [0u64; 4];
+    win.get(me, 0, &mut v)?;
+    win.unlock_all()?;
+    assert_eq!(v, [val(left, 0), val(left, 1), val(left, 2), val(left, 3)]);
+    w.barrier()?;
+    win.free()
+}
+
+/// A rank spinning on compare_and_swap to a lock word in its own window
+/// while the holder, another rank, still needs it to serve a put and the
+/// releasing REPLACE (without a progress agent, only the spinner's own
+/// calls can serve them); then a rank polling a flag in its own window
+/// with get until a peer's put lands.
+fn self_spin_serves_peers(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    if p == 1 {
+        return Ok(());
+    }
+    let mut win = Window::<u64>::allocate(w, 3)?;
+    win.lock_all()?;
+    if me == 1 {
+        assert_eq!(
+            win.compare_and_swap(0, 0, 0, 2)?,
+            0,
+            "rank 1 takes it first"
+        );
+    }
+    w.barrier()?;
+    match me {
+        0 => {
+            let spin = Spin::new("compare_and_swap on our own lock word");
+            while win.compare_and_swap(0, 0, 0, 1)? != 0 {
+                spin.check();
+            }
+            let mut v = [0u64];
+            win.get(0, 1, &mut v)?;
+            assert_eq!(v[0], 77, "the holder's put before its release");
+            // Poll our own flag with get until rank 1 sets it.
+            let mut flag = [0u64];
+            let spin = Spin::new("get polling our own flag");
+            while flag[0] == 0 {
+                spin.check();
+                win.get(0, 2, &mut flag)?;
+                win.flush(0)?;
+            }
+            assert_eq!(flag[0], 5);
+        }
+        1 => {
+            win.put(0, 1, &[77])?;
+            win.flush(0)?;
+            assert_eq!(win.fetch_and_op(0, 0, 0, Op::Replace)?, 2);
+            win.put(0, 2, &[5])?;
+            win.flush(0)?;
+        }
+        _ => {}
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    win.free()
+}
+
 // ---- drivers ---------------------------------------------------------------------
 
+/// The back-end's own protocols, or the software ones (lock queue,
+/// active-message accumulates, aggregation) with manual progress (no
+/// agent: peers are served only inside library calls).
 fn config(software: bool) -> Config {
     let mut c = Config::from_env().expect("configuration");
-    c.timeout = Some(Duration::from_secs(60));
+    c.timeout = Some(Duration::from_secs(20));
     c.shm = false;
     if software {
         c.accumulate = AccumulateMode::Software;
         c.lock = LockMode::Software;
         c.ops.mode = AggregateMode::On;
+        c.progress = ProgressMode::Manual;
     }
     c
 }
 
 fn in_process(name: &str, case: Case) {
     for software in [false, true] {
-        for ranks in [2, 4] {
+        for ranks in [1, 2, 4] {
             World::run_threads_with(config(software), ranks, case).unwrap_or_else(|e| {
                 panic!("{name}: {ranks} ranks in-process (software {software}): {e}")
             });
@@ -1227,6 +1866,20 @@ in_process_tests!(
     free_in_epoch,
     dynamic_reattach,
     shared_load_store,
+    cas_mutex,
+    no_op_reads_during_sums,
+    empty_windows_everywhere,
+    mismatched_element_types,
+    no_locks_hint,
+    after_free,
+    peer_dropped_window,
+    pscw_many_to_one,
+    dynamic_regions,
+    requests_across_epochs,
+    group_windows,
+    threads_share_a_window,
+    other_epochs_after_plain_fence,
+    self_spin_serves_peers,
 );
 
 /// Every case in one process per rank: `ONESIDED_AUDIT_CASES` (comma
@@ -1273,3 +1926,19 @@ fn direct_jobs() -> Vec<common::Job> {
 }
 
 spmd_test!(every_case_direct, jobs = direct_jobs(), all_cases);
+
+/// Every case over tcp without a progress agent (`ONESIDED_PROGRESS=manual`):
+/// peers are served only inside library calls, a rank spinning on its own
+/// window's operations included.
+#[test]
+fn every_case_over_tcp_manual_progress() {
+    for ranks in [2, 4] {
+        common::run_variant(
+            module_path!(),
+            "every_case_over_tcp",
+            ranks,
+            "tcp",
+            &[("ONESIDED_PROGRESS", "manual")],
+        );
+    }
+}
