@@ -666,6 +666,22 @@ impl<'a, T: Element> Window<'a, T> {
     }
 }
 
+/// The window's identity (id, element type, local length, flavor, rank
+/// and size), so a `Result<Window<_>>` can be `unwrap_err`'d and printed.
+impl<T: Element> std::fmt::Debug for Window<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Window")
+            .field("id", &self.id)
+            .field("element", &T::NAME)
+            .field("len", &self.len)
+            .field("flavor", &self.flavor)
+            .field("rank", &self.me)
+            .field("size", &self.size)
+            .field("freed", &self.freed)
+            .finish()
+    }
+}
+
 impl<T: Element> Drop for Window<'_, T> {
     fn drop(&mut self) {
         if !self.freed {
