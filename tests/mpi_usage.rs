@@ -65,6 +65,7 @@ const CASES: &[(&str, Case)] = &[
         other_epochs_after_plain_fence,
     ),
     ("self_spin_serves_peers", self_spin_serves_peers),
+    ("huge_and_duplicate_arguments", huge_and_duplicate_arguments),
 ];
 
 // ---- helpers ----------------------------------------------------------------
@@ -1803,6 +1804,49 @@ fn self_spin_serves_peers(w: &World) -> onesided::Result<()> {
     win.free()
 }
 
+/// Window sizes no memory can hold (on every rank, or on one rank only)
+/// are an error on every rank, not an abort; groups with a rank twice are
+/// an error, not a wait for a second post that never comes.
+fn huge_and_duplicate_arguments(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let right = (me + 1) % p;
+    let left = (me + p - 1) % p;
+    for huge in [usize::MAX, usize::MAX / 8, 1usize << 50] {
+        let (_, msg) = kind_of(
+            Window::<u64>::allocate(w, huge),
+            "allocate of a huge window",
+        );
+        assert!(!msg.is_empty());
+        let (_, msg) = kind_of(
+            Window::<u64>::allocate_shared(w, huge),
+            "allocate_shared huge",
+        );
+        assert!(!msg.is_empty());
+    }
+    let n = if me == p - 1 { 1usize << 50 } else { 4 };
+    let (_, msg) = kind_of(Window::<u32>::allocate(w, n), "one rank's huge window");
+    assert!(!msg.is_empty());
+    // Still able to make windows.
+    let mut win = Window::<u64>::allocate(w, 2)?;
+    if p > 1 {
+        let r = win.start(&[right, right], Assert::NONE);
+        let (k, msg) = kind_of(r, "start with a rank twice");
+        assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+        let (k, msg) = kind_of(
+            win.post(&[left, left], Assert::NONE),
+            "post with a rank twice",
+        );
+        assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+    }
+    win.post(&[left], Assert::NONE)?;
+    win.start(&[right], Assert::NONE)?;
+    win.put(right, 0, &[3])?;
+    win.complete()?;
+    win.wait()?;
+    assert_eq!(win.local_to_vec()?, vec![3, 0]);
+    win.free()
+}
+
 // ---- drivers ---------------------------------------------------------------------
 
 /// The back-end's own protocols, or the software ones (lock queue,
@@ -1880,6 +1924,7 @@ in_process_tests!(
     threads_share_a_window,
     other_epochs_after_plain_fence,
     self_spin_serves_peers,
+    huge_and_duplicate_arguments,
 );
 
 /// Every case in one process per rank: `ONESIDED_AUDIT_CASES` (comma
