@@ -66,6 +66,7 @@ const CASES: &[(&str, Case)] = &[
     ),
     ("self_spin_serves_peers", self_spin_serves_peers),
     ("huge_and_duplicate_arguments", huge_and_duplicate_arguments),
+    ("many_groups", many_groups),
 ];
 
 // ---- helpers ----------------------------------------------------------------
@@ -1847,6 +1848,27 @@ fn huge_and_duplicate_arguments(w: &World) -> onesided::Result<()> {
     win.free()
 }
 
+/// Communicators made and dropped in a loop, each with a window used once
+/// (more than `ONESIDED_MAX_GROUPS` in all): nothing leaks.
+fn many_groups(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    for i in 0..20u64 {
+        let colour = ((me as u64 + i) % 2) as u32;
+        let g = w.split(Some(colour), me as i64)?.expect("a colour");
+        let (gr, gp) = (g.rank(), g.size());
+        let mut win = Window::<u64>::allocate(&g, 1)?;
+        win.fence(Assert::NOPRECEDE)?;
+        win.accumulate((gr + 1) % gp, 0, &[i + 1], Op::Sum)?;
+        win.fence(Assert::NOSUCCEED)?;
+        assert_eq!(win.local_to_vec()?, vec![i + 1], "group {i}");
+        win.free()?;
+        let ends: &[usize] = if p > 1 { &[0, p - 1] } else { &[0] };
+        let sub = w.subgroup(ends)?;
+        assert_eq!(sub.is_some(), me == 0 || me == p - 1);
+    }
+    w.barrier()
+}
+
 // ---- drivers ---------------------------------------------------------------------
 
 /// The back-end's own protocols, or the software ones (lock queue,
@@ -1925,6 +1947,7 @@ in_process_tests!(
     other_epochs_after_plain_fence,
     self_spin_serves_peers,
     huge_and_duplicate_arguments,
+    many_groups,
 );
 
 /// Every case in one process per rank: `ONESIDED_AUDIT_CASES` (comma
