@@ -67,6 +67,7 @@ const CASES: &[(&str, Case)] = &[
     ("self_spin_serves_peers", self_spin_serves_peers),
     ("huge_and_duplicate_arguments", huge_and_duplicate_arguments),
     ("many_groups", many_groups),
+    ("lock_all_excludes_exclusive", lock_all_excludes_exclusive),
 ];
 
 // ---- helpers ----------------------------------------------------------------
@@ -319,6 +320,20 @@ fn pscw_misuse(w: &World) -> onesided::Result<()> {
     assert!(msg.contains(&p.to_string()), "{msg}");
     let (_, msg) = kind_of(win.post(&[p + 3], Assert::NONE), "post(&[p+3])");
     assert!(msg.contains(&(p + 3).to_string()), "{msg}");
+    // An exposure epoch alone opens no access: a put is an epoch error.
+    win.post(&[left], Assert::NONE)?;
+    epoch_err(win.put(right, 0, &[1]), "put");
+    epoch_err(win.flush(right), "flush");
+    win.start(&[right], Assert::NONE)?;
+    win.complete()?;
+    win.wait()?;
+    // lock_all with NOCHECK, then PSCW again.
+    win.lock_all_with(Assert::NOCHECK)?;
+    let mut v = [0u64; 2];
+    win.get(right, 0, &mut v)?;
+    win.unlock_all()?;
+    assert_eq!(v, [val(me, 0), 0]);
+    w.barrier()?;
     // The window still works.
     win.post(&[left], Assert::NONE)?;
     win.start(&[right], Assert::NONE)?;
@@ -1869,6 +1884,39 @@ fn many_groups(w: &World) -> onesided::Result<()> {
     w.barrier()
 }
 
+/// lock_all takes a shared lock on each target it accesses: a reader in
+/// lock_all epochs never sees a pair of words half written by a writer
+/// holding an exclusive lock (which writes one word, flushes, writes the
+/// other).
+fn lock_all_excludes_exclusive(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let target = p - 1;
+    let rounds = 30u64;
+    let mut win = Window::<u64>::allocate(w, 2)?;
+    for i in 0..rounds {
+        if me == 0 {
+            win.lock(target, LockType::Exclusive, Assert::NONE)?;
+            win.put(target, 0, &[i + 1])?;
+            win.flush(target)?;
+            win.put(target, 1, &[i + 1])?;
+            win.unlock(target)?;
+        } else {
+            win.lock_all()?;
+            let mut pair = [0u64; 2];
+            win.get(target, 0, &mut pair)?;
+            win.flush(target)?;
+            win.unlock_all()?;
+            assert_eq!(pair[0], pair[1], "torn pair under lock_all: {pair:?}");
+        }
+    }
+    w.barrier()?;
+    if me == target {
+        assert_eq!(win.local_to_vec()?, vec![rounds, rounds]);
+    }
+    w.barrier()?;
+    win.free()
+}
+
 // ---- drivers ---------------------------------------------------------------------
 
 /// The back-end's own protocols, or the software ones (lock queue,
@@ -1948,6 +1996,7 @@ in_process_tests!(
     self_spin_serves_peers,
     huge_and_duplicate_arguments,
     many_groups,
+    lock_all_excludes_exclusive,
 );
 
 /// Every case in one process per rank: `ONESIDED_AUDIT_CASES` (comma
