@@ -807,6 +807,21 @@ fn op_type_mismatch(w: &World) -> onesided::Result<()> {
         "empty origin with SUM",
     );
     assert_eq!(k, ErrorKind::InvalidArgument);
+    let (k, _) = kind_of(
+        win.rget_accumulate(right, 0, &[1.0, 2.0], vec![0.0f64; 3], Op::Sum),
+        "rget_accumulate lengths differ",
+    );
+    assert_eq!(k, ErrorKind::InvalidArgument);
+    let (k, _) = kind_of(
+        win.raccumulate(right, 0, vec![1.0f64], AnyOp::Band),
+        "raccumulate BAND on f64",
+    );
+    assert_eq!(k, ErrorKind::InvalidArgument);
+    let (k, _) = kind_of(
+        win.raccumulate(right, 0, vec![1.0f64], AnyOp::NoOp),
+        "raccumulate NO_OP",
+    );
+    assert_eq!(k, ErrorKind::InvalidArgument);
     win.accumulate(right, 1, &[2.5], AnyOp::Sum)?;
     win.flush(right)?;
     win.unlock_all()?;
