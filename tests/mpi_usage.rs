@@ -1837,6 +1837,48 @@ fn self_spin_serves_peers(w: &World) -> onesided::Result<()> {
     }
     win.unlock_all()?;
     w.barrier()?;
+    // Polling with local loads and sync (MPI_Win_sync in the loop), while
+    // the peer's put needs this rank's progress.
+    win.lock_all()?;
+    match me {
+        0 => {
+            let spin = Spin::new("local_read + sync polling");
+            let mut v = [0u64];
+            while v[0] != 9 {
+                spin.check();
+                win.sync()?;
+                win.local_read(1, &mut v)?;
+            }
+        }
+        1 => {
+            win.put(0, 1, &[9])?;
+            win.flush(0)?;
+        }
+        _ => {}
+    }
+    win.unlock_all()?;
+    w.barrier()?;
+    // An exclusive lock on oneself while every peer holds a shared one
+    // and releases it only after this rank asked.
+    if me != 0 {
+        win.lock(0, LockType::Shared, Assert::NONE)?;
+        let mut v = [0u64];
+        win.get(0, 1, &mut v)?;
+        win.flush(0)?;
+        assert_eq!(v[0], 9);
+    }
+    w.barrier()?;
+    if me == 0 {
+        win.lock(0, LockType::Exclusive, Assert::NONE)?;
+        win.put(0, 1, &[10])?;
+        win.unlock(0)?;
+    } else {
+        win.unlock(0)?;
+    }
+    w.barrier()?;
+    if me == 0 {
+        assert_eq!(win.local_to_vec()?[1], 10);
+    }
     win.free()
 }
 
