@@ -6,12 +6,15 @@
 //! order, windows of different sizes, many windows, dynamic and shared
 //! windows). Each case is one function of a `World`; every case runs
 //!
-//! * in-process (`World::run_threads_with`) at 2 and 4 ranks, under the
-//!   back-end's own protocols and under the software ones (lock queue,
-//!   active-message accumulates, aggregation), and
-//! * as real processes under `onesided-run` over libfabric tcp with
-//!   `ONESIDED_SHM=0` at 2 and 4 ranks (one job per rank count runs every
-//!   case in turn, to keep the launches few).
+//! * in-process (`World::run_threads_with`) at 1, 2 and 4 ranks, under the
+//!   back-end's own protocols, under the software ones (lock queue,
+//!   active-message accumulates, aggregation) with manual progress, and on
+//!   the direct path, and
+//! * as real processes under `onesided-run` over libfabric tcp at 2 and 4
+//!   ranks: with `ONESIDED_SHM=0`, with the direct path, and with
+//!   `ONESIDED_PROGRESS=manual` (one job per rank count runs every case in
+//!   turn, to keep the launches few; `ONESIDED_AUDIT_CASES=a,b` picks
+//!   cases).
 //!
 //! Every byte is checked; nothing synchronizes by sleeping.
 
@@ -1981,14 +1984,24 @@ fn lock_all_excludes_exclusive(w: &World) -> onesided::Result<()> {
 
 // ---- drivers ---------------------------------------------------------------------
 
-/// The back-end's own protocols, or the software ones (lock queue,
-/// active-message accumulates, aggregation) with manual progress (no
-/// agent: peers are served only inside library calls).
-fn config(software: bool) -> Config {
+/// How an in-process job runs.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// The back-end's own protocols (lock word, provider atomics).
+    Native,
+    /// The software protocols (lock queue, active-message accumulates,
+    /// aggregation) with manual progress: no agent, peers are served only
+    /// inside library calls.
+    SoftwareManual,
+    /// The direct path: node-shared windows, loads, stores, CPU atomics.
+    Direct,
+}
+
+fn config(mode: Mode) -> Config {
     let mut c = Config::from_env().expect("configuration");
     c.timeout = Some(Duration::from_secs(20));
-    c.shm = false;
-    if software {
+    c.shm = matches!(mode, Mode::Direct);
+    if let Mode::SoftwareManual = mode {
         c.accumulate = AccumulateMode::Software;
         c.lock = LockMode::Software;
         c.ops.mode = AggregateMode::On;
@@ -1998,11 +2011,10 @@ fn config(software: bool) -> Config {
 }
 
 fn in_process(name: &str, case: Case) {
-    for software in [false, true] {
+    for mode in [Mode::Native, Mode::SoftwareManual, Mode::Direct] {
         for ranks in [1, 2, 4] {
-            World::run_threads_with(config(software), ranks, case).unwrap_or_else(|e| {
-                panic!("{name}: {ranks} ranks in-process (software {software}): {e}")
-            });
+            World::run_threads_with(config(mode), ranks, case)
+                .unwrap_or_else(|e| panic!("{name}: {ranks} ranks in-process ({mode:?}): {e}"));
         }
     }
 }
