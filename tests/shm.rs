@@ -312,9 +312,7 @@ fn mixed_nodes() {
         .err()
         .expect("a rank on another node");
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-    let e = Window::<u64>::allocate_shared(&world, 4)
-        .err()
-        .expect("not all local");
+    let e = Window::<u64>::allocate_shared(&world, 4).expect_err("not all local");
     assert!(e.to_string().contains("not all on this node"), "{e}");
     win.free().unwrap();
 }

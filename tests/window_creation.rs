@@ -131,7 +131,7 @@ fn hints_and_attributes() {
     let hint = WindowInfo::new().same_size(true);
     let r = Window::<u8>::allocate_with(&world, 8 + me, &hint);
     if p > 1 {
-        let e = r.err().expect("same_size with unequal lengths must fail");
+        let e = r.expect_err("same_size with unequal lengths must fail");
         assert!(e.to_string().contains("same_size"), "{e}");
     } else {
         r.unwrap().free().unwrap();

@@ -33,6 +33,18 @@ pub struct Request<'w, B> {
     _buf: PhantomData<fn() -> B>,
 }
 
+/// What the request is for (the operation, its size, target and window)
+/// and whether it is still pending; lets `Result<Request<_>>` be
+/// `unwrap_err`'d and printed.
+impl<B> std::fmt::Debug for Request<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("what", &self.what)
+            .field("pending", &self.inflight.is_some())
+            .finish()
+    }
+}
+
 impl<'w, B: Send + 'static> Request<'w, B> {
     pub(crate) fn new(
         timeout: Option<Duration>,

@@ -265,13 +265,23 @@ impl<'a, T: Element> Window<'a, T> {
     /// from message handlers locally before the memory is released (so
     /// nothing writes it afterwards, whatever the other ranks do).
     pub fn into_vec(mut self) -> Result<Vec<T>> {
-        let copy = if self.mem.owns_vec::<T>() {
-            None
-        } else {
+        // Dynamic windows hold no memory of their own here: as before,
+        // whatever `local_to_vec` says.
+        let dynamic_copy = if self.is_dynamic() {
             Some(self.local_to_vec()?)
+        } else {
+            None
         };
+        // Copied only after `free`: its barrier is where every peer's
+        // operations on this memory have completed (a copy taken before it
+        // would miss what peers wrote until their own `free`).
         self.free()?;
-        if let Some(v) = copy {
+        if let Some(v) = dynamic_copy {
+            return Ok(v);
+        }
+        if !self.mem.owns_vec::<T>() {
+            let mut v = vec![T::zeroed(); self.len];
+            self.mem.read(0, bytemuck::cast_slice_mut(&mut v))?;
             return Ok(v);
         }
         let mem = std::mem::replace(&mut self.mem, Arc::new(Memory::from_vec::<u8>(Vec::new())));
@@ -653,6 +663,22 @@ impl<'a, T: Element> Window<'a, T> {
             return Ok(None);
         }
         self.world.peer_ctrl(rank)
+    }
+}
+
+/// The window's identity (id, element type, local length, flavor, rank
+/// and size), so a `Result<Window<_>>` can be `unwrap_err`'d and printed.
+impl<T: Element> std::fmt::Debug for Window<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Window")
+            .field("id", &self.id)
+            .field("element", &T::NAME)
+            .field("len", &self.len)
+            .field("flavor", &self.flavor)
+            .field("rank", &self.me)
+            .field("size", &self.size)
+            .field("freed", &self.freed)
+            .finish()
     }
 }
 

@@ -70,7 +70,11 @@ impl Memory<'static> {
     /// As [`Memory::allocate`]; with `huge`, a region of 4 MiB or more is
     /// 2-MiB-aligned and advised for transparent huge pages.
     pub fn allocate_with(len: usize, huge: bool) -> Result<Memory<'static>> {
-        let size = len.max(1).next_multiple_of(WINDOW_ALIGN);
+        // A length within a page of usize::MAX has no whole-page size.
+        let size = len
+            .max(1)
+            .checked_next_multiple_of(WINDOW_ALIGN)
+            .ok_or_else(|| Error::InvalidArgument(format!("window of {len} bytes: too large")))?;
         if huge && size >= HUGE_MIN {
             if let Some(m) = Self::allocate_huge(len, size) {
                 return Ok(m);

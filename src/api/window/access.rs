@@ -9,6 +9,7 @@ use std::sync::MutexGuard;
 pub(super) use super::issuing::Issuing;
 use super::Window;
 use crate::api::element::Element;
+use crate::config::ProgressMode;
 use crate::epoch::{Permit, Prepare, SyncState};
 use crate::error::{Error, Result};
 use crate::meta::directory::Descriptor;
@@ -57,6 +58,13 @@ impl<T: Element> Window<'_, T> {
             self.deferred.write(self.id)?;
         }
         let (asked, rank) = (rank, self.check_rank(rank)?);
+        if rank == self.me && self.world.config.progress == ProgressMode::Manual {
+            // An operation on oneself completes without the back-end, so a
+            // rank spinning on one (compare_and_swap on a lock word it
+            // hosts, a get polling a flag) would never serve its peers
+            // without a progress agent: serve them here.
+            self.world.transport().progress()?;
+        }
         let permit = self.permit();
         if permit.covers(rank) && !self.is_dynamic() {
             if let Some(issuing) = self.register(permit, rank) {

@@ -114,7 +114,10 @@ impl LockHandler {
             };
             Ok(status)
         }));
-        done.unwrap_or_else(|| Err(format!("window {id} is not on the software lock path here")))
+        done.unwrap_or_else(|| Err(format!(
+                "window {id} has no software lock here (freed or dropped, never created, \
+                 or not on the software lock path)"
+            )))
     }
 }
 
