@@ -22,6 +22,7 @@
 //! issued together and waited for together. Accumulates keep element-wise
 //! atomicity, as MPI asks of them.
 
+use std::sync::Arc;
 
 use super::deferred::Deferred;
 use super::Window;
@@ -82,7 +83,7 @@ impl<T: Element> Window<'_, T> {
                     });
                     return self.deferred.push(
                         self.id,
-                        peer.to_arc(),
+                        Arc::clone(peer),
                         runs,
                         target.len() * size,
                         |out| origin_layout.pack_bytes(origin, out),
