@@ -24,8 +24,19 @@ thread_local! {
 
 /// A number unique to the calling thread within the process (never 0,
 /// never reused).
-#[inline]
+#[inline(always)]
 pub(crate) fn thread_token() -> u64 {
+    let t = TOKEN.with(Cell::get);
+    if t != 0 {
+        return t;
+    }
+    new_thread_token()
+}
+
+/// The calling thread's first [`thread_token`] (out of line).
+#[cold]
+#[inline(never)]
+fn new_thread_token() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     TOKEN.with(|t| {
         if t.get() == 0 {

@@ -49,6 +49,14 @@ impl Dirty {
         if !self.any_high.load(Ordering::Acquire) {
             return false;
         }
+        self.take_high(rank)
+    }
+
+    /// [`Dirty::take`] of a rank of 64 or more, through the mutex (out of
+    /// line: the flush of a low rank stays a few instructions).
+    #[cold]
+    #[inline(never)]
+    fn take_high(&self, rank: usize) -> bool {
         self.high
             .lock()
             .map(|mut h| h.remove(&rank))

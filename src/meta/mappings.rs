@@ -150,10 +150,12 @@ impl Mappings {
         drop(stale);
     }
 
+    #[inline]
     pub(crate) fn count_direct(&self) {
         self.direct_ops.bump();
     }
 
+    #[inline]
     pub(crate) fn count_atomic(&self) {
         self.cpu_atomics.bump();
     }

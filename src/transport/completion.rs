@@ -77,6 +77,7 @@ impl Completion {
         Self::default()
     }
     /// Number of operations not completed yet.
+    #[inline]
     pub fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
     }
@@ -113,6 +114,7 @@ impl Completion {
     }
     /// Nothing pending and no error recorded: a wait would return `Ok`
     /// at once (lets callers skip it on the fast path).
+    #[inline]
     pub fn is_idle(&self) -> bool {
         self.pending() == 0 && !self.failed.load(Ordering::Acquire)
     }

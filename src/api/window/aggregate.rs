@@ -6,7 +6,7 @@
 use super::Window;
 use crate::api::element::Element;
 use crate::error::Result;
-use crate::protocols::aggregation::Origin;
+use crate::protocols::aggregation::{Aggregation, Origin};
 use crate::transport::AtomicOp;
 
 impl<T: Element> Window<'_, T> {
@@ -117,8 +117,14 @@ impl<T: Element> Window<'_, T> {
     /// completion points call this first).
     pub(super) fn complete_batches(&self) -> Result<()> {
         match &self.agg {
-            Some(a) => a.complete_batches(&self.agg_origin()),
-            None => Ok(()),
+            Some(a) if !a.is_idle() => self.complete_batches_slow(a),
+            _ => Ok(()),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn complete_batches_slow(&self, a: &Aggregation) -> Result<()> {
+        a.complete_batches(&self.agg_origin())
     }
 }

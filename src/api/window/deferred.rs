@@ -131,10 +131,18 @@ impl Deferred {
     /// A write outside the peer's mapping (not expected: the bounds were
     /// checked when each layout was queued); the rest of the queue is
     /// dropped then.
+    #[inline]
     pub fn write(&self, window: u64) -> Result<()> {
         if !self.pending() {
             return Ok(());
         }
+        self.write_queued(window)
+    }
+
+    /// [`Deferred::write`] when a write may be queued (out of line).
+    #[cold]
+    #[inline(never)]
+    fn write_queued(&self, window: u64) -> Result<()> {
         let mut q = self.queue(window)?;
         self.pending.store(false, Ordering::Release);
         write_all(&mut q)

@@ -210,6 +210,7 @@ impl<T: Element> Window<'_, T> {
 
     /// A lock is pending or being acquired. `count` is read first: an
     /// acquisition raises `inflight` before its entry leaves the list.
+    #[inline]
     fn any_pending(&self) -> bool {
         self.soft().is_some_and(|s| {
             s.count.load(Ordering::Acquire) != 0 || s.inflight.load(Ordering::Acquire) != 0
@@ -357,10 +358,18 @@ impl<T: Element> Window<'_, T> {
     /// operation acquire (the operation completes with the reply), with
     /// those locked before them; pending locks without one have nothing to
     /// complete.
+    #[inline]
     pub(super) fn flush_pending(&self, rank: Option<usize>) -> Result<()> {
         if !self.any_pending() {
             return Ok(());
         }
+        self.flush_pending_locks(rank)
+    }
+
+    /// [`Window::flush_pending`] with a lock pending (out of line).
+    #[cold]
+    #[inline(never)]
+    fn flush_pending_locks(&self, rank: Option<usize>) -> Result<()> {
         let last = self
             .pending_list()?
             .iter()

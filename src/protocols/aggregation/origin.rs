@@ -465,6 +465,19 @@ impl Aggregation {
     /// # Errors
     /// The first batch that could not be sent, else a refused batch or a
     /// wait that ran out of time.
+    /// Nothing queued, shipping or awaiting acknowledgement, and no
+    /// refused batch to report (the loads of [`complete_batches`], in its
+    /// order): it would return `Ok` at once. Lets the completion points
+    /// skip the call (and building its [`Origin`]).
+    ///
+    /// [`complete_batches`]: Aggregation::complete_batches
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        !self.queued.load(Ordering::Acquire)
+            && self.shipping.load(Ordering::Acquire) == 0
+            && self.acks.is_idle()
+    }
+
     pub fn complete_batches(&self, o: &Origin<'_>) -> Result<()> {
         let mut first = None;
         // See [`Aggregation`]: clear before draining, so that anything
