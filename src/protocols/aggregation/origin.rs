@@ -459,12 +459,6 @@ impl Aggregation {
         Ok(())
     }
 
-    /// Ships every queued batch, round-robin over targets, and waits for
-    /// their acknowledgements (the completion points call this first).
-    ///
-    /// # Errors
-    /// The first batch that could not be sent, else a refused batch or a
-    /// wait that ran out of time.
     /// Nothing queued, shipping or awaiting acknowledgement, and no
     /// refused batch to report (the loads of [`complete_batches`], in its
     /// order): it would return `Ok` at once. Lets the completion points
@@ -478,6 +472,12 @@ impl Aggregation {
             && self.acks.is_idle()
     }
 
+    /// Ships every queued batch, round-robin over targets, and waits for
+    /// their acknowledgements (the completion points call this first).
+    ///
+    /// # Errors
+    /// The first batch that could not be sent, else a refused batch or a
+    /// wait that ran out of time.
     pub fn complete_batches(&self, o: &Origin<'_>) -> Result<()> {
         let mut first = None;
         // See [`Aggregation`]: clear before draining, so that anything
