@@ -16,10 +16,15 @@
 //!   makes every running thread pass a full memory barrier, then reads the
 //!   counter (the scheme of liburcu's and Folly's asymmetric fences). Where
 //!   the kernel offers neither (probed once per process), the owner
-//!   registers as every other thread does. Should `membarrier` fail after
-//!   a successful probe, the owner's count cannot be trusted: that retreat
-//!   is refused with an error (the locks stay held for `unlock_all`) and
-//!   from then on owners register as every other thread does.
+//!   registers as every other thread does. The private expedited
+//!   command's one-time registration can take seconds (an RCU grace
+//!   period): it runs in the background, and only a retreat that needs the
+//!   fence waits for it, never `lock_all` ([`HeavyFence`]). Should
+//!   `membarrier` (or that registration, with no global command to fall
+//!   back on) fail after a successful probe, the owner's count cannot be
+//!   trusted: that retreat is refused with an error (the locks stay held
+//!   for `unlock_all`) and from then on owners register as every other
+//!   thread does.
 //! * **Every other thread**, and the mutex path: a shared counter,
 //!   incremented (`SeqCst`) before the permit is read again and decremented
 //!   after the operation is posted.
@@ -30,7 +35,9 @@
 //! zero.
 
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Once, OnceLock};
+
+use rustix::thread::MembarrierCommand;
 
 use crate::error::{Error, Result};
 use crate::stats::thread_token;
@@ -73,43 +80,109 @@ impl Drop for Issuing<'_> {
     }
 }
 
-/// Which `membarrier(2)` command serves as the heavy fence here (probed
-/// once per process): the private expedited one (IPIs to the CPUs running
-/// this process's threads, microseconds; the process registers for it once,
-/// a harmless kernel setting), else the global one (an RCU grace period,
-/// milliseconds), else none.
-fn heavy_fence_command() -> Option<rustix::thread::MembarrierCommand> {
-    use rustix::thread::{membarrier, membarrier_query, MembarrierCommand as C};
-    static COMMAND: OnceLock<Option<C>> = OnceLock::new();
-    *COMMAND.get_or_init(|| {
-        let q = membarrier_query();
-        if q.contains_command(C::PrivateExpedited)
-            && q.contains_command(C::RegisterPrivateExpedited)
-            && membarrier(C::RegisterPrivateExpedited).is_ok()
-        {
-            return Some(C::PrivateExpedited);
-        }
-        q.contains_command(C::Global).then_some(C::Global)
-    })
+/// The `membarrier(2)` heavy fence of this process (see the module doc).
+///
+/// The kernel is asked what it offers once (`MEMBARRIER_CMD_QUERY`, no
+/// waiting). The private expedited command (IPIs to the CPUs running this
+/// process's threads, microseconds) needs a one-time registration, and in
+/// a process with several threads the kernel makes that registration wait
+/// for an RCU grace period (`synchronize_rcu`): milliseconds, but 4.8 and
+/// 5.6 s measured at load 8 on a 2-core guest. So the registration runs on
+/// a thread of its own, started by the first `lock_all`, and only a retreat
+/// by another thread — the one user of the fence — ever waits for it (it
+/// runs the registration itself if that thread could not be started).
+/// Until then `lock_all` goes on at once.
+struct HeavyFence {
+    /// What the kernel offers: (private expedited with its registration,
+    /// global); probed on first use.
+    offer: OnceLock<(bool, bool)>,
+    query: fn() -> (bool, bool),
+    /// Whether the registration for the private expedited command worked.
+    registered: OnceLock<bool>,
+    register: Box<dyn Fn() -> bool + Send + Sync>,
+    /// The registration was handed to a thread of its own (or tried to).
+    started: Once,
+    /// Set when `membarrier(2)` failed after the probe (or the registration
+    /// failed and the global command is not offered): owners count as the
+    /// other threads do from then on.
+    failed: AtomicBool,
 }
 
-/// Set when `membarrier(2)` failed after the probe: owners count as the
-/// other threads do from then on.
-static HEAVY_FENCE_FAILED: AtomicBool = AtomicBool::new(false);
+impl HeavyFence {
+    fn offer(&self) -> (bool, bool) {
+        *self.offer.get_or_init(self.query)
+    }
+
+    /// Whether `lock_all`'s owner may count with plain stores: the kernel
+    /// offers a heavy fence and it has not failed. Never waits for the
+    /// registration (starts it in the background).
+    fn available(&'static self) -> bool {
+        let (private, global) = self.offer();
+        if private {
+            self.started.call_once(|| {
+                let spawned = std::thread::Builder::new()
+                    .name("onesided-membar".into())
+                    .spawn(move || {
+                        self.registered.get_or_init(|| (self.register)());
+                    });
+                // Else the first retreat that needs the fence registers.
+                drop(spawned);
+            });
+        }
+        (private || global) && !self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The command to use, waiting for (or doing) the registration.
+    fn command(&self) -> Option<MembarrierCommand> {
+        let (private, global) = self.offer();
+        if private && *self.registered.get_or_init(|| (self.register)()) {
+            return Some(MembarrierCommand::PrivateExpedited);
+        }
+        global.then_some(MembarrierCommand::Global)
+    }
+
+    /// Every running thread of the process passes a full memory barrier;
+    /// the error of `membarrier(2)` otherwise.
+    fn fence(&self) -> std::result::Result<(), rustix::io::Errno> {
+        let done = match self.command() {
+            Some(c) => rustix::thread::membarrier(c),
+            None => Err(rustix::io::Errno::NOSYS),
+        };
+        done.inspect_err(|_| self.failed.store(true, Ordering::Relaxed))
+    }
+}
+
+fn kernel_offer() -> (bool, bool) {
+    use rustix::thread::{membarrier_query, MembarrierCommand as C};
+    let q = membarrier_query();
+    (
+        q.contains_command(C::PrivateExpedited) && q.contains_command(C::RegisterPrivateExpedited),
+        q.contains_command(C::Global),
+    )
+}
+
+fn kernel_register() -> bool {
+    rustix::thread::membarrier(MembarrierCommand::RegisterPrivateExpedited).is_ok()
+}
+
+fn heavy_fence_state() -> &'static HeavyFence {
+    static FENCE: OnceLock<HeavyFence> = OnceLock::new();
+    FENCE.get_or_init(|| HeavyFence {
+        offer: OnceLock::new(),
+        query: kernel_offer,
+        registered: OnceLock::new(),
+        register: Box::new(kernel_register),
+        started: Once::new(),
+        failed: AtomicBool::new(false),
+    })
+}
 
 fn heavy_fence_available() -> bool {
-    heavy_fence_command().is_some() && !HEAVY_FENCE_FAILED.load(Ordering::Relaxed)
+    heavy_fence_state().available()
 }
 
-/// Every running thread of the process passes a full memory barrier; the
-/// error of `membarrier(2)` otherwise.
 fn heavy_fence() -> std::result::Result<(), rustix::io::Errno> {
-    let Some(c) = heavy_fence_command() else {
-        return Err(rustix::io::Errno::NOSYS);
-    };
-    rustix::thread::membarrier(c).inspect_err(|_| {
-        HEAVY_FENCE_FAILED.store(true, Ordering::Relaxed);
-    })
+    heavy_fence_state().fence()
 }
 
 impl Registrations {
@@ -183,6 +256,52 @@ impl Registrations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn leak(query: fn() -> (bool, bool), register: Box<dyn Fn() -> bool + Send + Sync>) -> &'static HeavyFence {
+        Box::leak(Box::new(HeavyFence {
+            offer: OnceLock::new(),
+            query,
+            registered: OnceLock::new(),
+            register,
+            started: Once::new(),
+            failed: AtomicBool::new(false),
+        }))
+    }
+
+    /// `lock_all` (`available`) does not wait for the registration, which
+    /// waits for an RCU grace period in the kernel (seconds on a loaded
+    /// machine: rank 0 of sync_modes' software-lock `lock_all` test missed
+    /// its peers' 3-s barrier timeout in `set_owner`); the fence does.
+    #[test]
+    fn lock_all_does_not_wait_for_the_registration() {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let wait = std::sync::Mutex::new(wait);
+        let f = leak(
+            || (true, false),
+            Box::new(move || wait.lock().unwrap().recv().is_ok()),
+        );
+        // The registration blocks until `go`: answered all the same.
+        assert!(f.available());
+        assert!(f.available());
+        assert!(f.registered.get().is_none(), "still registering");
+        go.send(()).unwrap();
+        assert!(matches!(f.command(), Some(MembarrierCommand::PrivateExpedited)));
+        assert!(f.available());
+    }
+
+    /// A failed registration without the global command to fall back on:
+    /// the fence fails (the retreat is refused) and owners count from then.
+    #[test]
+    fn a_failed_registration_fails_the_fence() {
+        let f = leak(|| (true, false), Box::new(|| false));
+        assert!(f.available());
+        assert!(f.command().is_none());
+        assert!(f.fence().is_err());
+        assert!(!f.available());
+        let none = leak(|| (false, false), Box::new(|| panic!("not offered")));
+        assert!(!none.available());
+        assert!(none.command().is_none());
+    }
 
     #[test]
     fn registrations_count_until_dropped() {
