@@ -24,6 +24,11 @@ use crate::transport::{shm, Memory};
 /// Mapping-cache key of control regions (window ids start at 1).
 const CTRL_WINDOW: u64 = 0;
 
+/// The mapping cache's key of `rank`'s control region.
+pub(crate) fn ctrl_key(rank: usize) -> (u64, usize) {
+    (CTRL_WINDOW, rank)
+}
+
 fn shm_key(rank: usize) -> String {
     format!("osh-{rank}")
 }

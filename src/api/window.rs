@@ -42,7 +42,7 @@ use crate::epoch::{Permit, SyncState};
 use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor, ENTRY_BYTES};
 use crate::meta::dirty::Dirty;
-use crate::meta::targets::Targets;
+use crate::meta::targets::{Hold, Target, Targets};
 use crate::meta::valid_ops::ValidOps;
 use crate::transport::exposed::ExposedEntry;
 use crate::transport::{
@@ -595,7 +595,7 @@ impl<'a, T: Element> Window<'a, T> {
             self.world.control(rank)?;
             // No control region mapped for the slot here: this path maps
             // nothing (lock words then take the world's path).
-            self.targets.offer(rank, self.desc, None, None);
+            let _ = self.targets.offer(rank, self.desc, None, None);
             return Ok(self.desc);
         }
         if let Some(d) = self
@@ -649,11 +649,35 @@ impl<'a, T: Element> Window<'a, T> {
             c.insert(rank, d);
         }
         // Into the window's own slot, with the mapping if the direct path
-        // reaches it (mapped on first contact instead of first operation).
-        let map = self.mapping(rank, &d)?;
+        // reaches it (mapped on first contact instead of first operation),
+        // pinned there if the world's mapping cache grants it.
+        let map = self.mapping(rank, &d)?.map(|m| m.to_arc());
         let ctrl = self.ctrl_for_slot(rank)?;
-        self.targets.offer(rank, d, map.as_ref(), ctrl.as_ref());
+        let vacant = self.targets.vacant(rank);
+        let hold = |key: (u64, usize), m: Arc<Memory<'static>>| {
+            if vacant && self.world.mappings.pin(key, &m) {
+                Hold::Pinned(m)
+            } else {
+                Hold::Weak(Arc::downgrade(&m))
+            }
+        };
+        let map = map.map(|m| hold((d.id, rank), m));
+        let ctrl = ctrl.map(|m| hold(crate::api::node::ctrl_key(rank), m));
+        if let Err(lost) = self.targets.offer(rank, d, map, ctrl) {
+            // Filled by another thread meanwhile: give our pins back.
+            self.unpin_target(&lost);
+        }
         Ok(d)
+    }
+
+    /// Gives back the mapping cache's pins of a slot's target.
+    fn unpin_target(&self, t: &Target) {
+        if t.map.as_ref().is_some_and(Hold::is_pinned) {
+            self.world.mappings.unpin((self.id, t.rank));
+        }
+        if t.ctrl.as_ref().is_some_and(Hold::is_pinned) {
+            self.world.mappings.unpin(crate::api::node::ctrl_key(t.rank));
+        }
     }
 
     /// `rank`'s control region for its slot, when lock words are driven by

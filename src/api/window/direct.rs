@@ -19,8 +19,6 @@
 //! synchronizes with the target (`complete_local`), so the target sees the
 //! stores once it sees the synchronization.
 
-use std::sync::{Arc, Weak};
-
 use super::Window;
 use crate::api::element::Element;
 use crate::api::group::Team;
@@ -28,6 +26,7 @@ use crate::api::world::World;
 use crate::error::{Error, Result};
 use crate::meta::directory::Descriptor;
 use crate::meta::mappings::{FLAG_CONTIG, FLAG_CPU_ATOMICS, FLAG_CPU_SYNC, FLAG_SHARED};
+use crate::meta::targets::Mapped;
 use crate::transport::{cpu_atomic, shm, Atomic, Memory};
 
 /// Window memory for `allocate`: a node-shared segment unless
@@ -86,13 +85,10 @@ impl<T: Element> Window<'_, T> {
     /// by load/store: the window is node-shared, the direct path is on and
     /// `rank` is on this node. Counts the operation. The window's slot of
     /// `rank` (`meta::targets`, filled on first contact) answers without
-    /// a lock while the world's mapping cache keeps the segment mapped.
+    /// a lock: borrowed if the mapping cache pinned the segment for this
+    /// window, else while the cache keeps it mapped.
     #[inline]
-    pub(super) fn direct(
-        &self,
-        rank: usize,
-        d: &Descriptor,
-    ) -> Result<Option<Arc<Memory<'static>>>> {
+    pub(super) fn direct(&self, rank: usize, d: &Descriptor) -> Result<Option<Mapped<'_>>> {
         let m = self.mapping(rank, d)?;
         if m.is_some() {
             self.world.mappings.count_direct();
@@ -101,16 +97,13 @@ impl<T: Element> Window<'_, T> {
     }
 
     /// [`Window::direct`] without counting (first contact, `target`).
-    pub(super) fn mapping(
-        &self,
-        rank: usize,
-        d: &Descriptor,
-    ) -> Result<Option<Arc<Memory<'static>>>> {
+    #[inline]
+    pub(super) fn mapping(&self, rank: usize, d: &Descriptor) -> Result<Option<Mapped<'_>>> {
         if d.flags & FLAG_SHARED == 0 || rank == self.me {
             return Ok(None);
         }
         if let Some(t) = self.targets.get(rank) {
-            match t.map.as_ref().map(Weak::upgrade) {
+            match t.map.as_ref().map(|h| h.get()) {
                 // Decided on first contact: not by load/store.
                 None => return Ok(None),
                 Some(Some(m)) => return Ok(Some(m)),
@@ -118,10 +111,17 @@ impl<T: Element> Window<'_, T> {
                 Some(None) => {}
             }
         }
+        self.mapping_uncached(rank, d)
+    }
+
+    /// [`Window::mapping`] without the window's slot: through the world's
+    /// mapping cache (first contact, or after an eviction).
+    #[inline(never)]
+    fn mapping_uncached(&self, rank: usize, d: &Descriptor) -> Result<Option<Mapped<'_>>> {
         if !self.world.config.shm || !self.world.node.is_local(rank) {
             return Ok(None);
         }
-        Ok(Some(self.peer_memory(rank, d)?))
+        Ok(Some(Mapped::Held(self.peer_memory(rank, d)?)))
     }
 
     /// Whether accumulates to this window are CPU atomics (decided

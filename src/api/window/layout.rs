@@ -22,7 +22,6 @@
 //! issued together and waited for together. Accumulates keep element-wise
 //! atomicity, as MPI asks of them.
 
-use std::sync::Arc;
 
 use super::deferred::Deferred;
 use super::Window;
@@ -83,7 +82,7 @@ impl<T: Element> Window<'_, T> {
                     });
                     return self.deferred.push(
                         self.id,
-                        Arc::clone(peer),
+                        peer.to_arc(),
                         runs,
                         target.len() * size,
                         |out| origin_layout.pack_bytes(origin, out),

@@ -19,7 +19,6 @@
 //! themselves (waiting or holding), bit 63 is set while a writer holds it.
 
 use std::time::{Duration, Instant};
-use std::sync::{Arc, Weak};
 
 use super::Window;
 use crate::api::element::Element;
@@ -30,7 +29,8 @@ use crate::epoch::{Assert, LockType};
 use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor};
 use crate::meta::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
-use crate::transport::{Atomic, AtomicOp, Datatype, Memory, RemoteAddr};
+use crate::meta::targets::{Hold, Mapped};
+use crate::transport::{Atomic, AtomicOp, Datatype, RemoteAddr};
 
 use super::soft_lock::SoftLock;
 
@@ -157,14 +157,15 @@ impl<T: Element> Window<'_, T> {
         })
     }
 
-    /// `rank`'s control region from the window's slot (no lock), while the
-    /// world's mapping cache keeps it mapped; else `None` (the world path).
+    /// `rank`'s control region from the window's slot (no lock): borrowed
+    /// if pinned there, else while the world's mapping cache keeps it
+    /// mapped; else `None` (the world path).
     #[inline]
-    pub(super) fn slot_ctrl(&self, rank: usize) -> Option<Arc<Memory<'static>>> {
+    pub(super) fn slot_ctrl(&self, rank: usize) -> Option<Mapped<'_>> {
         self.targets
             .get(rank)
             .and_then(|t| t.ctrl.as_ref())
-            .and_then(Weak::upgrade)
+            .and_then(Hold::get)
     }
 
     /// Atomically adds `delta` (modulo 2^64) to the word, returns the old value.

@@ -234,6 +234,11 @@ impl<T: Element> Window<'_, T> {
             c.forget_window(self.id);
         }
         self.world.posts.close(self.id);
+        // The pins of this window's slots go back to the mapping cache (its
+        // own segments are forgotten below, pinned or not).
+        for t in self.targets.iter() {
+            self.unpin_target(t);
+        }
         self.world.mappings.forget_window(self.id);
         self.targets.clear();
         self.reg.take();
