@@ -25,7 +25,7 @@ use crate::api::element::Element;
 use crate::api::node::{word_compare_swap, word_fetch_add};
 use crate::api::world::World;
 use crate::config::LockMode;
-use crate::epoch::{Assert, LockType};
+use crate::epoch::{Assert, LockType, Permit};
 use crate::error::{Error, Result};
 use crate::meta::directory::{self, Descriptor};
 use crate::meta::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
@@ -364,7 +364,15 @@ impl<T: Element> Window<'_, T> {
         self.check_locks_allowed("lock")?;
         self.new_access_epoch();
         let nocheck = assert.contains(Assert::NOCHECK);
-        self.epoch()?.begin_lock(self.id, rank, kind, nocheck)?;
+        let mut state = self.epoch()?;
+        state.begin_lock(self.id, rank, kind, nocheck)?;
+        if !nocheck && matches!(kind, LockType::Exclusive) && self.exclusive_at_once(rank) {
+            // Taken with one compare-and-swap under the same hold of the
+            // state mutex (the usual uncontended node-local lock).
+            state.lock_acquired(rank);
+            return Ok(());
+        }
+        drop(state);
         let got = if nocheck {
             // Still learn the target's descriptor so errors show up here.
             self.target(rank).map(|_| ())
@@ -391,16 +399,37 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
+    /// An exclusive lock of `rank` taken by one compare-and-swap from a
+    /// free word, when the lock word is a CPU atomic reached through the
+    /// window's slot (target known, control region mapped); false when
+    /// not free or not that path (then [`Window::acquire`] decides, errors
+    /// included). Called under the state mutex: it never waits.
+    fn exclusive_at_once(&self, rank: usize) -> bool {
+        if self.soft_lock.is_some() || !self.world.sync_words_by_cpu() {
+            return false;
+        }
+        let (Some(m), Ok(at)) = (self.slot_ctrl(rank), self.lock_word(rank)) else {
+            return false;
+        };
+        matches!(word_compare_swap(&m, at.addr as usize, 0, WRITER | HELD), Ok(0))
+    }
+
     /// Completes every operation to `rank` (locally and at the target, as
     /// [`Window::flush`]), then releases the lock taken by [`Window::lock`].
     pub fn unlock(&self, rank: usize) -> Result<()> {
         self.alive("unlock")?;
         let rank = self.check_rank(rank)?;
-        let held = self.epoch()?.check_unlock(self.id, rank)?;
-        if self.soft_lock.is_some() && !held.nocheck {
-            self.soft_unlock(rank, held.kind)?;
-            self.epoch()?.end_unlock(self.id, rank)?;
-            return Ok(());
+        // The permit of exactly one lock, held on `rank` (no other state
+        // has it: `epoch::permit`), answers the check below without the
+        // mutex; `end_unlock` checks again under it.
+        let one = Permit::one(rank, true);
+        if self.soft_lock.is_some() || one == Permit::NONE || self.permit() != one {
+            let held = self.epoch()?.check_unlock(self.id, rank)?;
+            if self.soft_lock.is_some() && !held.nocheck {
+                self.soft_unlock(rank, held.kind)?;
+                self.epoch()?.end_unlock(self.id, rank)?;
+                return Ok(());
+            }
         }
         self.complete_local()?;
         self.complete_remote(rank)?;
