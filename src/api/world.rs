@@ -165,12 +165,14 @@ impl World {
         // waits of an idle target napping, a get over net took 118 µs
         // instead of 8, a put over tcp;ofi_rxm 24-37 instead of 14-17.
         let agent_wakes = !transport.caps().needs_target_progress && !transport.event_fds().is_empty();
-        crate::progress::wait::local_spin(crate::progress::wait::spin_fits(
+        let fits = crate::progress::wait::spin_fits(
             local_ranks,
             crate::topology::current_binding().len(),
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             crate::topology::online_cpus(),
-        ));
+        );
+        crate::progress::wait::local_spin(fits);
+        crate::progress::wait::poll_spin(if fits { config.wait_spin } else { std::time::Duration::ZERO });
         crate::progress::wait::sleep_after(match config.progress {
             ProgressMode::Thread if agent_wakes => config.wait_sleep_after,
             _ => None,

@@ -7,10 +7,15 @@
 //! checks it in a tight loop for a few µs ([`spin_local`]), where every
 //! local rank has a CPU to itself ([`spin_fits`]).
 //!
-//! Backing off: a few busy spins (an answer from a node-local peer or the
-//! progress agent usually arrives within them), then yielding the core
-//! (ranks often outnumber cores on small machines), as
-//! [`crossbeam_utils::Backoff`] does. A wait that has lasted longer than
+//! Backing off: where every local rank has a CPU of its own
+//! ([`spin_fits`]), the caller's checks and progress calls run back to back
+//! for `ONESIDED_WAIT_SPIN_US` (50 µs) — the progress call, a read of the
+//! completion queue, is the spin; a `pause` between polls would only delay
+//! seeing the completion (by ~140 cycles on current x86, and by a trip
+//! through the emulator's main loop in the qemu TCG soft-RoCE guest, where
+//! `pause` was the hottest instruction of a waiting fetch_and_op) — then
+//! the wait yields the core between checks. Where ranks outnumber CPUs, a
+//! few busy spins, then yielding, as [`crossbeam_utils::Backoff`] does. A wait that has lasted longer than
 //! `ONESIDED_WAIT_SLEEP_AFTER_US` (1 ms) also sleeps between checks, at most
 //! 100 µs and an eighth of the time waited so far: a rank idle in a barrier
 //! while another works must not keep a core busy with `sched_yield` — on a
@@ -43,6 +48,20 @@ static SLEEP_AFTER_US: AtomicU64 = AtomicU64::new(1000);
 /// coarser: at most this many yields or naps late.
 const CLOCK_EVERY: u32 = 8;
 
+/// How long a wait polls back to back before it yields, in µs
+/// (`ONESIDED_WAIT_SPIN_US` where [`spin_fits`], else 0: the exponential
+/// spin of [`Backoff`] instead); set by `World`, process-global as
+/// [`SLEEP_AFTER_US`].
+static POLL_SPIN_US: AtomicU64 = AtomicU64::new(0);
+
+/// Sets how long every wait of the process polls back to back before it
+/// yields between checks (zero: a short exponential spin with `pause`,
+/// then yields).
+pub(crate) fn poll_spin(d: Duration) {
+    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    POLL_SPIN_US.store(us, Ordering::Relaxed);
+}
+
 /// The longest single sleep of a long wait.
 const MAX_SLEEP: Duration = Duration::from_micros(100);
 
@@ -68,8 +87,8 @@ pub(crate) struct Waiter<'w> {
     /// Read from the clock at the first unsuccessful check, so that a wait
     /// that is over at once costs no clock read.
     start: Option<Instant>,
-    /// Time waited as of the last clock read (the clock is read at the
-    /// first step and every [`CLOCK_EVERY`] steps after it).
+    /// Time waited as of the last clock read (the clock starts at the
+    /// first step and is read every [`CLOCK_EVERY`] steps after it).
     waited: Duration,
     steps: u32,
     limit: Option<Duration>,
@@ -94,10 +113,13 @@ impl<'w> Waiter<'w> {
     /// One unsuccessful check: `Err(Timeout)` once the deadline passed,
     /// otherwise backs off and returns `Ok`.
     pub(crate) fn step(&mut self) -> Result<()> {
-        if self.limit.is_some() || self.backoff.is_completed() {
-            let start = *self.start.get_or_insert_with(Instant::now);
-            if self.steps % CLOCK_EVERY == 0 {
-                self.waited = start.elapsed();
+        let spin = POLL_SPIN_US.load(Ordering::Relaxed);
+        if self.limit.is_some() || spin > 0 || self.backoff.is_completed() {
+            match self.start {
+                // The first step only starts the clock: nothing was waited.
+                None => self.start = Some(Instant::now()),
+                Some(start) if self.steps % CLOCK_EVERY == 0 => self.waited = start.elapsed(),
+                Some(_) => {}
             }
             self.steps = self.steps.wrapping_add(1);
         }
@@ -106,7 +128,16 @@ impl<'w> Waiter<'w> {
                 return Err(Error::timeout((self.what)(), limit.as_secs()));
             }
         }
-        if self.backoff.is_completed() {
+        if spin > 0 {
+            // Back to back: the caller's next check and poll are the spin.
+            if self.waited < Duration::from_micros(spin) {
+                return Ok(());
+            }
+            match nap(self.waited) {
+                Some(d) => std::thread::sleep(d),
+                None => std::thread::yield_now(),
+            }
+        } else if self.backoff.is_completed() {
             match nap(self.waited) {
                 Some(d) => std::thread::sleep(d),
                 None => std::thread::yield_now(),
@@ -245,6 +276,23 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, Error::Timeout { .. }), "{text}");
         assert!(text.contains("rank 3"), "{text}");
+    }
+
+    #[test]
+    fn a_wait_polling_back_to_back_still_times_out() {
+        poll_spin(Duration::from_millis(5));
+        let what = || "waiting for rank 2's reply".to_string();
+        let mut w = Waiter::new(Some(Duration::from_millis(20)), &what);
+        let mut steps = 0u64;
+        let err = loop {
+            steps += 1;
+            if let Err(e) = w.step() {
+                break e;
+            }
+        };
+        poll_spin(Duration::ZERO);
+        assert!(matches!(err, Error::Timeout { .. }), "{err}");
+        assert!(steps > 1, "{steps}");
     }
 
     #[test]
