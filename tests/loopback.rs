@@ -1101,12 +1101,16 @@ fn manual_progress_a_silent_target_times_out_its_origin() {
     let mut c = config(Mode::Software);
     c.progress = ProgressMode::Manual;
     c.timeout = Some(Duration::from_secs(2));
-    let gate = std::sync::Barrier::new(2);
+    let (gate, left) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
     run_with(c, 2, "silent target", |w| {
-        // Rank 0 opens the gate however it leaves this block (an error, a
-        // failed assertion): rank 1 never waits on it forever.
+        // Each rank passes both gates however it leaves this block (an
+        // error, a failed assertion): no rank waits on one forever.
         let opened = Gate(&gate);
+        let allocated = Gate(&left);
         let mut win = Window::<u64>::allocate(w, 1)?;
+        // Rank 1 has returned from the collective call (which serves
+        // messages while it waits) before rank 0 sends.
+        drop(allocated);
         if w.rank() == 0 {
             win.lock_all_with(Assert::NOCHECK)?;
             win.accumulate(1, 0, &[5], Op::Sum)?;
