@@ -187,6 +187,10 @@ pub struct TransportStats {
     /// Times the shared receive queue fell below its limit (native verbs:
     /// `IBV_EVENT_SRQ_LIMIT_REACHED`; the credits should keep this 0).
     pub srq_limit_events: u64,
+    /// Blocking puts and gets whose caller's buffer the NIC read or wrote
+    /// directly, registered for the one operation (native verbs,
+    /// `ONESIDED_ZCOPY_ABOVE`), instead of through staging copies.
+    pub zero_copy: u64,
 }
 
 /// The smallest [`Caps::max_message`] of any back-end: a message of at most

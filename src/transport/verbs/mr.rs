@@ -86,6 +86,28 @@ impl Mr {
         access: Access,
     ) -> Result<Mr> {
         let flags = i32::try_from(access.flags()).unwrap_or(0);
+        // SAFETY: forwarded: the caller's contract is this function's.
+        unsafe { Mr::register_flags(dev, addr, len, flags) }
+    }
+
+    /// Registers `len` bytes at `addr` as the source of RDMA WRITEs only:
+    /// no access right at all (the device reads it; read-only memory
+    /// registers too).
+    ///
+    /// # Safety
+    /// The memory must stay allocated, and unchanged while an operation
+    /// reads it, for as long as the region exists.
+    ///
+    /// # Errors
+    /// `ibv_reg_mr` failing (e.g. the locked-memory limit).
+    pub unsafe fn register_source(dev: &Arc<Device>, addr: *const u8, len: usize) -> Result<Mr> {
+        // SAFETY: forwarded; with no access right the device never writes.
+        unsafe { Mr::register_flags(dev, addr.cast_mut(), len, 0) }
+    }
+
+    /// # Safety
+    /// As [`Mr::register`] for the rights `flags` grants.
+    unsafe fn register_flags(dev: &Arc<Device>, addr: *mut u8, len: usize, flags: i32) -> Result<Mr> {
         // SAFETY: pd is valid; the caller keeps [addr, addr+len) alive.
         let mr = unsafe { ffi::ibv_reg_mr(dev.pd, addr.cast(), len, flags) };
         if mr.is_null() {

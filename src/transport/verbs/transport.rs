@@ -67,6 +67,7 @@ pub(super) struct Counters {
     pub reconnections: AtomicU64,
     pub srq_limit_events: AtomicU64,
     pub progress_calls: AtomicU64,
+    pub zero_copy: Counter,
 }
 
 /// The native verbs back-end.
@@ -84,6 +85,8 @@ pub struct VerbsTransport {
     /// Ranks of the job: handshakes from any other number are dropped.
     pub(super) size: usize,
     pub(super) timeout: Option<std::time::Duration>,
+    /// `ONESIDED_ZCOPY_ABOVE` (0: never).
+    zcopy_above: usize,
     pub(super) next_generation: AtomicU16,
     pub(super) order: ByteOrder,
     pub(super) counters: Counters,
@@ -139,6 +142,7 @@ impl VerbsTransport {
             rank,
             size,
             timeout: config.timeout,
+            zcopy_above: config.zcopy_above,
             next_generation: AtomicU16::new(1),
             order: ByteOrder::Native,
             counters: Counters::default(),
@@ -706,6 +710,47 @@ impl VerbsTransport {
         self.wait(done, what)
     }
 
+    /// Whether a blocking put or get of `len` bytes registers the caller's
+    /// buffer (`ONESIDED_ZCOPY_ABOVE`): one work request must carry it.
+    fn zero_copy(&self, len: usize) -> bool {
+        self.zcopy_above > 0 && len >= self.zcopy_above && u32::try_from(len).is_ok()
+    }
+
+    /// Posts one work request on the whole of `mr` (the caller's buffer,
+    /// registered for this call) with `post` and waits for it; `mr` is
+    /// deregistered before this returns, also after a failure or a
+    /// timeout, so the device cannot reach the buffer once the caller's
+    /// borrow ends (an operation still in flight then completes in error).
+    fn zero_copy_op(
+        &self,
+        target: usize,
+        mr: Mr,
+        kind: OpKind,
+        what: &dyn Fn() -> String,
+        post: impl Fn(&RcQp, u64, Local) -> Result<()>,
+    ) -> Result<()> {
+        let Some(local) = Local::of(&mr, 0, mr.len) else {
+            return Err(Error::InvalidArgument(format!("{}: too long for one request", what())));
+        };
+        self.counters.zero_copy.bump();
+        let done = again_if_not_executed(|| {
+            let (qp, generation) = self.qp_for(target)?;
+            if kind == OpKind::Read {
+                self.counters.reads.bump();
+                self.counters.bytes_read.add(mr.len as u64);
+            } else {
+                self.count_write(mr.len);
+            }
+            let done = Arc::new(Completion::new());
+            let op = self.op(target, generation, kind, None, Sink::counter(done.clone()));
+            self.post_op(&qp, generation, op, |qp, id| post(qp, id, local))?;
+            self.block_on(&done, what)
+        });
+        // Deregistered before the caller's borrow ends.
+        drop(mr);
+        done
+    }
+
     /// A blocking read into `out` through a result buffer
     /// ([`crate::transport::inflight::read_into`]).
     fn fetch_into(
@@ -777,6 +822,7 @@ impl Transport for VerbsTransport {
             connections: l(&c.connections),
             reconnections: l(&c.reconnections),
             srq_limit_events: l(&c.srq_limit_events),
+            zero_copy: c.zero_copy.get(),
         }
     }
 
@@ -838,10 +884,20 @@ impl Transport for VerbsTransport {
     }
 
     fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
+        let what = || format!("a put of {} bytes to rank {target}", data.len());
+        if self.zero_copy(data.len()) {
+            // SAFETY: `data` is borrowed for this call and unchanged through
+            // it (shared borrow); `zero_copy_op` deregisters before it returns.
+            let mr = unsafe { Mr::register_source(&self.dev, data.as_ptr(), data.len()) };
+            if let Ok(mr) = mr {
+                return self.zero_copy_op(target, mr, OpKind::Write, &what, |qp, id, local| {
+                    qp.post_write(id, local, dst)
+                });
+            }
+        }
         again_if_not_executed(|| {
             with_own(|done| {
                 self.post_writes(target, data, dst, &Sink::counter(done.clone()))?;
-                let what = || format!("a put of {} bytes to rank {target}", data.len());
                 self.block_on(done, &what)
             })
         })
@@ -850,6 +906,17 @@ impl Transport for VerbsTransport {
     fn get(&self, target: usize, buf: &mut [u8], src: RemoteAddr) -> Result<()> {
         let len = buf.len();
         let what = || format!("a get of {len} bytes from rank {target}");
+        if self.zero_copy(len) {
+            // SAFETY: `buf` is borrowed mutably for this call, so nothing
+            // else reads or writes it while the device may;
+            // `zero_copy_op` deregisters before it returns.
+            let mr = unsafe { Mr::register(&self.dev, buf.as_mut_ptr(), len, Access::LOCAL) };
+            if let Ok(mr) = mr {
+                return self.zero_copy_op(target, mr, OpKind::Read, &what, |qp, id, local| {
+                    qp.post_read(id, local, src)
+                });
+            }
+        }
         again_if_not_executed(|| self.fetch_into(buf, &what, |b| self.post_reads(target, len, src, b)))
     }
 
