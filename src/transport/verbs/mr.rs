@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rdma_sys as ffi;
 
-use super::conn::{os_err, Device};
+use super::conn::{os_err, rc_err, Device};
 use crate::error::Result;
 
 /// Access rights of a memory region.
@@ -63,12 +63,40 @@ unsafe impl Sync for Mr {}
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        // SAFETY: mr came from ibv_reg_mr and is deregistered once.
-        unsafe { ffi::ibv_dereg_mr(self.mr) };
+        let _ = self.dereg();
     }
 }
 
 impl Mr {
+    /// `ibv_dereg_mr` once: 0, or its error (the region is then still
+    /// registered).
+    fn dereg(&mut self) -> i32 {
+        if self.mr.is_null() {
+            return 0;
+        }
+        // SAFETY: mr came from ibv_reg_mr and, once deregistered, is
+        // replaced by null, so it is deregistered at most once.
+        let rc = unsafe { ffi::ibv_dereg_mr(self.mr) };
+        if rc == 0 {
+            self.mr = std::ptr::null_mut();
+        }
+        rc
+    }
+
+    /// Deregisters now. Once this returns `Ok`, the device no longer
+    /// reads or writes the memory (an operation still in flight on it
+    /// completes in error).
+    ///
+    /// # Errors
+    /// `ibv_dereg_mr` failing: the region stays registered (until drop
+    /// tries again), and an operation in flight may still reach it.
+    pub fn deregister(mut self) -> Result<()> {
+        match self.dereg() {
+            0 => Ok(()),
+            rc => Err(rc_err("ibv_dereg_mr", format!("deregistering {} bytes", self.len), rc)),
+        }
+    }
+
     /// Registers `len` bytes at `addr` with `access`.
     ///
     /// # Safety

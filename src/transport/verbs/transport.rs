@@ -733,6 +733,7 @@ impl VerbsTransport {
             return Err(Error::InvalidArgument(format!("{}: too long for one request", what())));
         };
         self.counters.zero_copy.bump();
+        let mut last: Option<Arc<Completion>> = None;
         let done = again_if_not_executed(|| {
             let (qp, generation) = self.qp_for(target)?;
             if kind == OpKind::Read {
@@ -742,12 +743,28 @@ impl VerbsTransport {
                 self.count_write(mr.len);
             }
             let done = Arc::new(Completion::new());
+            last = Some(done.clone());
             let op = self.op(target, generation, kind, None, Sink::counter(done.clone()));
             self.post_op(&qp, generation, op, |qp, id| post(qp, id, local))?;
             self.block_on(&done, what)
         });
-        // Deregistered before the caller's borrow ends.
-        drop(mr);
+        // Deregistered before the caller's borrow ends: from then on the
+        // device cannot reach the buffer, even with the operation still in
+        // flight after a timeout.
+        if let Err(e) = mr.deregister() {
+            // Still registered: the borrow must not end while the device
+            // may use the buffer. Every posted work request completes (at
+            // the latest when the queue pair's own retries run out, or its
+            // error flushes it), so wait for that completion.
+            if let Some(d) = last.filter(|d| d.pending() > 0) {
+                tracing::error!("{}: {e}; waiting for the operation to complete", what());
+                while d.pending() > 0 {
+                    let _ = self.progress();
+                    std::thread::yield_now();
+                }
+            }
+            return done.and(Err(e));
+        }
         done
     }
 
