@@ -595,6 +595,11 @@ impl VerbsTransport {
         self.counters.bytes_written.add(n as u64);
     }
 
+    fn count_read(&self, n: usize) {
+        self.counters.reads.bump();
+        self.counters.bytes_read.add(n as u64);
+    }
+
     fn op(&self, target: usize, generation: u16, kind: OpKind, slot: Option<usize>, sink: Sink) -> Op {
         Op {
             target,
@@ -634,8 +639,7 @@ impl VerbsTransport {
                 addr: src.addr.wrapping_add(off as u64),
                 key: src.key,
             };
-            self.counters.reads.bump();
-            self.counters.bytes_read.add(n as u64);
+            self.count_read(n);
             let mut op = self.op(target, generation, OpKind::Read, Some(slot), dst.sink());
             op.at = base + off;
             op.copy = n;
@@ -737,8 +741,7 @@ impl VerbsTransport {
         let done = again_if_not_executed(|| {
             let (qp, generation) = self.qp_for(target)?;
             if kind == OpKind::Read {
-                self.counters.reads.bump();
-                self.counters.bytes_read.add(mr.len as u64);
+                self.count_read(mr.len);
             } else {
                 self.count_write(mr.len);
             }
