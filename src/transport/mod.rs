@@ -191,6 +191,9 @@ pub struct TransportStats {
     /// directly, registered for the one operation (native verbs,
     /// `ONESIDED_ZCOPY_ABOVE`), instead of through staging copies.
     pub zero_copy: u64,
+    /// Blocking operations of one work request that their caller posted
+    /// and polled without the general op table (native verbs).
+    pub lean: u64,
 }
 
 /// The smallest [`Caps::max_message`] of any back-end: a message of at most

@@ -121,10 +121,15 @@ pub struct Wc {
 impl Wc {
     /// The status as text.
     pub fn status_text(&self) -> String {
-        // SAFETY: ibv_wc_status_str accepts any value and returns a static string.
-        let s = unsafe { std::ffi::CStr::from_ptr(ffi::ibv_wc_status_str(self.status)) };
-        s.to_string_lossy().into_owned()
+        status_text(self.status)
     }
+}
+
+/// A completion status as text.
+pub fn status_text(status: u32) -> String {
+    // SAFETY: ibv_wc_status_str accepts any value and returns a static string.
+    let s = unsafe { std::ffi::CStr::from_ptr(ffi::ibv_wc_status_str(status)) };
+    s.to_string_lossy().into_owned()
 }
 
 /// A completion queue, optionally with a completion channel.

@@ -15,6 +15,7 @@
 //! | `msg.rs` | active messages: SEND into the shared receive queue |
 //! | `cq.rs` | the completion queue and its channel; work request ids with generations |
 //! | `ops.rs` | operations in flight (bounded table) |
+//! | `lean.rs` | blocking operations of one request, polled by their caller |
 //! | `staging.rs` | registered staging slots for the local side of operations |
 //! | `caps.rs` | what the seam is told ([`Caps`](super::Caps)) |
 
@@ -24,6 +25,7 @@ pub mod conn;
 pub mod cq;
 pub mod device;
 pub mod handshake;
+mod lean;
 pub mod mr;
 pub mod msg;
 mod ops;

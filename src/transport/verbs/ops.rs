@@ -148,6 +148,11 @@ impl OpTable {
         self.capacity
     }
 
+    /// Counts a rejected completion of a request outside the table.
+    pub fn count_rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Completions rejected (stale generation or unknown slot).
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Ordering::Relaxed)

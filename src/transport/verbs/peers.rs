@@ -371,6 +371,7 @@ impl VerbsTransport {
     /// Fails the operations posted to `target` on a queue pair other than
     /// generation `keep` (replaced: their completions will not come).
     fn fail_stale(&self, target: usize, keep: u16) {
+        self.cells.fail_stale(target, keep, |s| self.staging.give(s));
         for op in self.ops.take_stale(target, keep) {
             if let Some(s) = op.slot {
                 self.staging.give(s);

@@ -29,6 +29,7 @@ use super::cq::{Cq, OpKind, Wc, WrId};
 use crate::transport::completion::with_own;
 use super::device::{AsyncEvent, BACKEND};
 use super::handshake::{Card, Ud};
+use super::lean::{Fetched, Source};
 use super::msg::Srq;
 use super::ops::{Op, OpTable};
 use super::peers::PeerMap;
@@ -68,6 +69,7 @@ pub(super) struct Counters {
     pub srq_limit_events: AtomicU64,
     pub progress_calls: AtomicU64,
     pub zero_copy: Counter,
+    pub lean: Counter,
 }
 
 /// The native verbs back-end.
@@ -79,6 +81,8 @@ pub struct VerbsTransport {
     pub(super) ud: Ud,
     pub(super) srq: Srq,
     pub(super) staging: Staging,
+    /// One per staging slot: the lean requests' states (`lean.rs`).
+    pub(super) cells: super::lean::Cells,
     pub(super) cq: Arc<Cq>,
     pub(super) dev: Arc<Device>,
     pub(super) rank: usize,
@@ -136,6 +140,7 @@ impl VerbsTransport {
             ud,
             srq,
             staging,
+            cells: super::lean::Cells::new(super::staging::SLOTS),
             cq,
             caps: super::caps::caps(&dev.choice.device, dev.choice.port.port, 0, usize::MAX),
             dev,
@@ -391,6 +396,9 @@ impl VerbsTransport {
     }
 
     fn on_op(&self, wc: &Wc, id: WrId) {
+        if id.slot & super::lean::LEAN != 0 {
+            return self.on_lean(wc, id);
+        }
         let Some(op) = self.ops.take(id.slot, id.generation) else {
             return;
         };
@@ -823,7 +831,7 @@ impl Transport for VerbsTransport {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         TransportStats {
-            ops_in_flight: self.ops.in_flight(),
+            ops_in_flight: self.ops.in_flight() + self.cells.in_flight(),
             rejected_completions: self.ops.rejected(),
             sends: c.sends.get(),
             send_bytes: c.send_bytes.get(),
@@ -843,6 +851,7 @@ impl Transport for VerbsTransport {
             reconnections: l(&c.reconnections),
             srq_limit_events: l(&c.srq_limit_events),
             zero_copy: c.zero_copy.get(),
+            lean: c.lean.get(),
         }
     }
 
@@ -915,6 +924,14 @@ impl Transport for VerbsTransport {
                 });
             }
         }
+        if !data.is_empty() && data.len() <= SLOT_BYTES {
+            return again_if_not_executed(|| {
+                self.count_write(data.len());
+                self.lean(target, OpKind::Write, Source::Put(data), Fetched::Nothing, &what, |qp, id, local| {
+                    qp.post_write(id, local, dst)
+                })
+            });
+        }
         again_if_not_executed(|| {
             with_own(|done| {
                 self.post_writes(target, data, dst, &Sink::counter(done.clone()))?;
@@ -936,6 +953,14 @@ impl Transport for VerbsTransport {
                     qp.post_read(id, local, src)
                 });
             }
+        }
+        if len > 0 && len <= SLOT_BYTES {
+            return again_if_not_executed(|| {
+                self.count_read(len);
+                self.lean(target, OpKind::Read, Source::Slot(len), Fetched::Bytes(&mut *buf), &what, |qp, id, local| {
+                    qp.post_read(id, local, src)
+                })
+            });
         }
         again_if_not_executed(|| self.fetch_into(buf, &what, |b| self.post_reads(target, len, src, b)))
     }
@@ -1001,6 +1026,15 @@ impl Transport for VerbsTransport {
 
     fn atomic(&self, target: usize, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()> {
         self.atomic_args(what, data, dst)?;
+        if let Ok(add) = <[u8; 8]>::try_from(data) {
+            let add = u64::from_le_bytes(add);
+            let w = || format!("an atomic {:?} at rank {target}", what.op);
+            self.counters.atomics.bump();
+            self.counters.fetch_add.bump();
+            return self.lean(target, OpKind::FetchAdd, Source::Slot(8), Fetched::Nothing, &w, |qp, id, local| {
+                qp.post_fetch_add(id, local, dst, add)
+            });
+        }
         with_own(|done| {
             self.post_fetch_adds(target, data, dst, &Sink::counter(done.clone()), false)?;
             let w = || format!("an atomic {:?} of {} elements at rank {target}", what.op, what.count);
@@ -1025,6 +1059,14 @@ impl Transport for VerbsTransport {
             )));
         }
         let w = || format!("a fetching atomic {:?} at rank {target}", what.op);
+        if let Ok(add) = <[u8; 8]>::try_from(data) {
+            let add = u64::from_le_bytes(add);
+            self.counters.atomics.bump();
+            self.counters.fetch_add.bump();
+            return self.lean(target, OpKind::FetchAdd, Source::Slot(8), Fetched::Word(result), &w, |qp, id, local| {
+                qp.post_fetch_add(id, local, dst, add)
+            });
+        }
         self.fetch_into(result, &w, |b| {
             self.post_fetch_adds(target, data, dst, &b.sink(), true)
         })
@@ -1051,16 +1093,10 @@ impl Transport for VerbsTransport {
             return Err(Error::InvalidArgument("compare-and-swap needs an 8-byte result".into()));
         }
         let w = || format!("a compare-and-swap at rank {target}");
-        self.fetch_into(result, &w, |b| {
-            let (qp, generation) = self.qp_for(target)?;
-            let slot = self.take_slot()?;
-            let local = self.staging.local(slot, 8)?;
-            let mut op = self.op(target, generation, OpKind::CmpSwap, Some(slot), b.sink());
-            op.copy = 8;
-            op.atomic_result = true;
-            self.counters.atomics.bump();
-            self.counters.compare_swap.bump();
-            self.post_op(&qp, generation, op, |qp, id| qp.post_cmp_swap(id, local, dst, c, s))
+        self.counters.atomics.bump();
+        self.counters.compare_swap.bump();
+        self.lean(target, OpKind::CmpSwap, Source::Slot(8), Fetched::Word(result), &w, |qp, id, local| {
+            qp.post_cmp_swap(id, local, dst, c, s)
         })
     }
 
