@@ -12,7 +12,8 @@
 //! never earlier, so the device never writes a slot that was handed out
 //! again.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::conn::{Access, Device, Mr};
 use super::rma::Local;
@@ -24,12 +25,56 @@ pub const SLOTS: usize = 128;
 /// Bytes per slot (and per chunk of a large transfer).
 pub const SLOT_BYTES: usize = 64 * 1024;
 
+/// Words of the free-slot bitmap.
+const WORDS: usize = SLOTS.div_ceil(64);
+
 /// The pool.
 pub struct Staging {
     // The region before the memory it covers.
     mr: Mr,
     mem: Memory<'static>,
-    free: Mutex<Vec<usize>>,
+    free: FreeSlots,
+}
+
+/// Which slots are free, without a lock: bit `i % 64` of word `i / 64` set
+/// means slot `i` is free. A slot is taken by clearing its bit (one
+/// compare-exchange) and given back by setting it, so a slot given back
+/// twice still cannot be handed out twice.
+struct FreeSlots {
+    words: [AtomicU64; WORDS],
+}
+
+impl FreeSlots {
+    /// Slots `0..SLOTS` free.
+    fn new() -> FreeSlots {
+        FreeSlots {
+            words: std::array::from_fn(|w| {
+                let n = SLOTS.saturating_sub(w * 64).min(64);
+                AtomicU64::new(if n == 64 { u64::MAX } else { (1u64 << n) - 1 })
+            }),
+        }
+    }
+
+    fn take(&self) -> Option<usize> {
+        for (w, word) in self.words.iter().enumerate() {
+            let mut v = word.load(Ordering::Relaxed);
+            while v != 0 {
+                let bit = v.trailing_zeros() as usize;
+                match word.compare_exchange_weak(v, v & !(1 << bit), Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => return Some(w * 64 + bit),
+                    Err(now) => v = now,
+                }
+            }
+        }
+        None
+    }
+
+    fn give(&self, i: usize) {
+        if i < SLOTS {
+            let before = self.words[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
+            debug_assert!(before & (1 << (i % 64)) == 0, "staging slot {i} given back twice");
+        }
+    }
 }
 
 impl Staging {
@@ -45,22 +90,18 @@ impl Staging {
         Ok(Staging {
             mr,
             mem,
-            free: Mutex::new((0..SLOTS).rev().collect()),
+            free: FreeSlots::new(),
         })
     }
 
     /// Takes a free slot, if any.
     pub fn try_take(&self) -> Option<usize> {
-        self.free.lock().ok()?.pop()
+        self.free.take()
     }
 
     /// Gives slot `i` back (once its operation completed).
     pub fn give(&self, i: usize) {
-        if i < SLOTS {
-            if let Ok(mut f) = self.free.lock() {
-                f.push(i);
-            }
-        }
+        self.free.give(i);
     }
 
     /// The local descriptor of `len` bytes of slot `i`.
@@ -85,5 +126,48 @@ impl Staging {
     pub fn drain(&self, i: usize, out: &mut [u8]) -> Result<()> {
         self.local(i, out.len())?;
         self.mem.read(i * SLOT_BYTES, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_slots_hand_out_each_slot_to_one_holder() {
+        let f = FreeSlots::new();
+        let mut got: Vec<usize> = std::iter::from_fn(|| f.take()).collect();
+        got.sort_unstable();
+        assert!(got.iter().copied().eq(0..SLOTS), "every slot once");
+        assert_eq!(f.take(), None, "empty");
+        f.give(77);
+        assert_eq!(f.take(), Some(77));
+        f.give(SLOTS); // out of range: ignored
+        assert_eq!(f.take(), None);
+        for i in 0..SLOTS {
+            f.give(i);
+        }
+        // Four threads take and give back; a slot never has two holders.
+        let held: Vec<AtomicU64> = (0..SLOTS).map(|_| AtomicU64::new(0)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..20_000 {
+                        let mut mine = Vec::new();
+                        for _ in 0..40 {
+                            if let Some(i) = f.take() {
+                                assert_eq!(held[i].fetch_add(1, Ordering::AcqRel), 0, "slot {i} held twice");
+                                mine.push(i);
+                            }
+                        }
+                        for i in mine {
+                            held[i].fetch_sub(1, Ordering::AcqRel);
+                            f.give(i);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(std::iter::from_fn(|| f.take()).count(), SLOTS, "all back");
     }
 }
