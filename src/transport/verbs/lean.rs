@@ -10,8 +10,8 @@
 //! is over. Whichever thread reads the completion (the caller, or the
 //! progress agent) records its status in the cell; the caller then copies
 //! the result out of the slot and gives the slot back. On soft-RoCE this
-//! took ~1,100 instructions off each blocking 8-byte operation
-//! (docs/performance.md).
+//! took a blocking `fetch_and_op` from ~2,420 to ~1,630 instructions and
+//! its latency from 1.64× to 1.21× `ib_atomic_lat` (docs/performance.md).
 //!
 //! [`Sink`]: crate::transport::inflight::Sink
 //!
