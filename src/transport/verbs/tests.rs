@@ -436,6 +436,27 @@ fn transport_connects_recovers_after_an_error_and_counts_nic_atomics() {
     drop(reg);
 }
 
+/// Puts `data` at `off` of rank 1's `mem` (`at`) from `t0` and checks it
+/// landed; inverts it there and checks a get returns the inverted bytes.
+fn put_then_get(
+    t0: &super::VerbsTransport,
+    mem: &crate::transport::Memory<'_>,
+    at: RemoteAddr,
+    off: usize,
+    data: Vec<u8>,
+) {
+    use crate::transport::Transport;
+    let n = data.len();
+    t0.put(1, &data, at).expect("put");
+    let mut back = vec![0u8; n];
+    mem.read(off, &mut back).unwrap();
+    assert!(back == data, "put of {n} bytes at {off} landed");
+    mem.write(off, &back.iter().map(|b| !b).collect::<Vec<u8>>()).unwrap();
+    let mut got = vec![0u8; n];
+    t0.get(1, &mut got, at).expect("get");
+    assert!(got.iter().zip(&data).all(|(g, d)| *g == !d), "get of {n} bytes at {off}");
+}
+
 /// Bytes of read-only data (`.rodata`) a zero-copy put sends from.
 static RODATA: [u8; 300_007] = {
     let mut a = [0u8; 300_007];
@@ -468,15 +489,7 @@ fn large_puts_and_gets_register_the_callers_buffer() {
     let before = t0.stats().zero_copy;
     let mut zero_copies = 0;
     for (n, off) in [(256 * 1024 - 1usize, 8usize), (256 * 1024, 3), (1 << 20, 4096), ((2 << 20) + 13, 77)] {
-        let data: Vec<u8> = (0..n).map(|i| (i.wrapping_mul(7) ^ (n >> 3)) as u8).collect();
-        t0.put(1, &data, at(off as u64)).expect("put");
-        let mut back = vec![0u8; n];
-        mem.read(off, &mut back).unwrap();
-        assert!(back == data, "put of {n} bytes at {off} landed");
-        mem.write(off, &back.iter().map(|b| !b).collect::<Vec<u8>>()).unwrap();
-        let mut got = vec![0u8; n];
-        t0.get(1, &mut got, at(off as u64)).expect("get");
-        assert!(got.iter().zip(&data).all(|(g, d)| *g == !d), "get of {n} bytes at {off}");
+        put_then_get(&t0, &mem, at(off as u64), off, (0..n).map(|i| (i.wrapping_mul(7) ^ (n >> 3)) as u8).collect());
         zero_copies += if n >= 256 * 1024 { 2 } else { 0 };
         assert_eq!(t0.stats().zero_copy - before, zero_copies, "{n} bytes");
     }
@@ -517,15 +530,7 @@ fn blocking_operations_of_one_request_are_polled_by_their_caller() {
     let before = t0.stats().lean;
     let mut lean = 0;
     for (n, off) in [(1usize, 3usize), (8, 8), (200, 17), (3000, 1000), (SLOT_BYTES, 4096), (SLOT_BYTES + 1, 70_001)] {
-        let data: Vec<u8> = (0..n).map(|i| (i.wrapping_mul(13) ^ n) as u8).collect();
-        t0.put(1, &data, at(off as u64)).expect("put");
-        let mut back = vec![0u8; n];
-        mem.read(off, &mut back).unwrap();
-        assert!(back == data, "put of {n} bytes at {off} landed");
-        mem.write(off, &back.iter().map(|b| !b).collect::<Vec<u8>>()).unwrap();
-        let mut got = vec![0u8; n];
-        t0.get(1, &mut got, at(off as u64)).expect("get");
-        assert!(got.iter().zip(&data).all(|(g, d)| *g == !d), "get of {n} bytes at {off}");
+        put_then_get(&t0, &mem, at(off as u64), off, (0..n).map(|i| (i.wrapping_mul(13) ^ n) as u8).collect());
         lean += if n <= SLOT_BYTES { 2 } else { 0 };
         assert_eq!(t0.stats().lean - before, lean, "{n} bytes");
     }
