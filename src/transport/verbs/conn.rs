@@ -290,6 +290,20 @@ impl RcQp {
             | ffi::IBV_QP_MAX_QP_RD_ATOMIC;
         self.modify(&mut a, mask, "RTS")
     }
+
+    /// Moves the pair to the error state: the device stops processing its
+    /// requests and completes every one still queued or in flight with
+    /// `IBV_WC_WR_FLUSH_ERR`, so none of them reaches its local buffer
+    /// afterwards.
+    ///
+    /// # Errors
+    /// `ibv_modify_qp` failing.
+    pub fn to_error(&self) -> Result<()> {
+        // SAFETY: plain data; all-zero is valid.
+        let mut a: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ffi::IBV_QPS_ERR;
+        self.modify(&mut a, ffi::IBV_QP_STATE, "ERR")
+    }
 }
 
 #[cfg(test)]

@@ -293,8 +293,17 @@ impl VerbsTransport {
             }
             if let Err(e) = r.and_then(|_| w.step()) {
                 match self.cells.abandon(slot) {
-                    // The device may still write the slot: its end gives it back.
-                    Ok(()) => return Err(e),
+                    // The device may still write the slot: its end gives it
+                    // back. An RDMA request needs no CPU at the target, so
+                    // one this late means the peer's NIC or process is gone:
+                    // the pair is moved to the error state, which flushes
+                    // the request (and ends it on devices whose retries do
+                    // not run out, rxe among them), and made again on the
+                    // next contact.
+                    Ok(()) => {
+                        self.give_up_on(target, generation, &qp, &e);
+                        return Err(e);
+                    }
                     Err(v) => break v,
                 }
             }
@@ -338,6 +347,16 @@ impl VerbsTransport {
         self.cells.reset(slot);
         self.staging.give(slot);
         r
+    }
+
+    /// After a request to `target` on `qp` (of `generation`) timed out, or
+    /// must end now: the pair to the error state (its requests complete
+    /// flushed), marked broken (made again on the next contact).
+    pub(super) fn give_up_on(&self, target: usize, generation: u16, qp: &super::conn::RcQp, why: &Error) {
+        if let Err(e) = qp.to_error() {
+            tracing::warn!("moving the queue pair to rank {target} to the error state: {e}");
+        }
+        self.broken(target, generation, &format!("{why}{NOT_EXECUTED}"));
     }
 
     /// Reads the completion `wc` of lean request `id`.

@@ -745,7 +745,7 @@ impl VerbsTransport {
             return Err(Error::InvalidArgument(format!("{}: too long for one request", what())));
         };
         self.counters.zero_copy.bump();
-        let mut last: Option<Arc<Completion>> = None;
+        let mut last: Option<(Arc<Completion>, Arc<RcQp>, u16)> = None;
         let done = again_if_not_executed(|| {
             let (qp, generation) = self.qp_for(target)?;
             if kind == OpKind::Read {
@@ -754,21 +754,29 @@ impl VerbsTransport {
                 self.count_write(mr.len);
             }
             let done = Arc::new(Completion::new());
-            last = Some(done.clone());
+            last = Some((done.clone(), qp.clone(), generation));
             let op = self.op(target, generation, kind, None, Sink::counter(done.clone()));
             self.post_op(&qp, generation, op, |qp, id| post(qp, id, local))?;
             self.block_on(&done, what)
         });
+        if let (Err(e), Some((d, qp, generation))) = (&done, &last) {
+            if d.pending() > 0 {
+                // Timed out with the request in flight: the pair to the
+                // error state flushes it (as for a lean request).
+                self.give_up_on(target, *generation, qp, e);
+            }
+        }
         // Deregistered before the caller's borrow ends: from then on the
         // device cannot reach the buffer, even with the operation still in
         // flight after a timeout.
         if let Err(e) = mr.deregister() {
             // Still registered: the borrow must not end while the device
-            // may use the buffer. Every posted work request completes (at
-            // the latest when the queue pair's own retries run out, or its
-            // error flushes it), so wait for that completion.
-            if let Some(d) = last.filter(|d| d.pending() > 0) {
-                tracing::error!("{}: {e}; waiting for the operation to complete", what());
+            // may use the buffer. The pair moved to the error state
+            // completes the request at once (flushed) if it is still in
+            // flight, so wait for that completion.
+            if let Some((d, qp, generation)) = last.filter(|(d, _, _)| d.pending() > 0) {
+                tracing::error!("{}: {e}; ending the operation before returning", what());
+                self.give_up_on(target, generation, &qp, &e);
                 while d.pending() > 0 {
                     let _ = self.progress();
                     std::thread::yield_now();
