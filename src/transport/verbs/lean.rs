@@ -326,9 +326,8 @@ impl VerbsTransport {
                 }
             },
             (DONE, s) => {
-                let gone = matches!(s, rdma_sys::IBV_WC_RETRY_EXC_ERR | rdma_sys::IBV_WC_RNR_RETRY_EXC_ERR);
                 let message = failure(kind, target, s);
-                if gone {
+                if peer_gone(s) {
                     Err(Error::peer_unreachable(target, what(), message))
                 } else {
                     Err(Error::backend("transport", "completion", what(), 0, message))
@@ -347,6 +346,24 @@ impl VerbsTransport {
         self.cells.reset(slot);
         self.staging.give(slot);
         r
+    }
+
+    /// One 64-bit FETCH_AND_ADD of `add` (little-endian bytes) on `dst`,
+    /// its fetched word to `out`.
+    pub(super) fn lean_fetch_add(
+        &self,
+        target: usize,
+        add: [u8; 8],
+        dst: crate::transport::RemoteAddr,
+        out: Fetched<'_>,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let add = u64::from_le_bytes(add);
+        self.counters.atomics.bump();
+        self.counters.fetch_add.bump();
+        self.lean(target, OpKind::FetchAdd, Source::Slot(8), out, what, |qp, id, local| {
+            qp.post_fetch_add(id, local, dst, add)
+        })
     }
 
     /// After a request to `target` on `qp` (of `generation`) timed out, or
@@ -374,9 +391,14 @@ impl VerbsTransport {
     }
 }
 
-/// The message of a failed request (as the general path words it).
+/// Whether a completion `status` means the peer does not answer.
+pub(super) fn peer_gone(status: u32) -> bool {
+    matches!(status, rdma_sys::IBV_WC_RETRY_EXC_ERR | rdma_sys::IBV_WC_RNR_RETRY_EXC_ERR)
+}
+
+/// The message of a failed request (the general path's and the lean one's).
 pub(super) fn failure(kind: OpKind, target: usize, status: u32) -> String {
-    let gone = matches!(status, rdma_sys::IBV_WC_RETRY_EXC_ERR | rdma_sys::IBV_WC_RNR_RETRY_EXC_ERR);
+    let gone = peer_gone(status);
     format!(
         "{kind:?} to rank {target} failed: {} (status {status}){}",
         super::cq::status_text(status),

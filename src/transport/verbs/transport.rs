@@ -403,24 +403,8 @@ impl VerbsTransport {
             return;
         };
         if wc.status != rdma_sys::IBV_WC_SUCCESS {
-            let gone = matches!(
-                wc.status,
-                rdma_sys::IBV_WC_RETRY_EXC_ERR | rdma_sys::IBV_WC_RNR_RETRY_EXC_ERR
-            );
-            let message = format!(
-                "{:?} to rank {} failed: {} (status {}){}",
-                op.kind,
-                op.target,
-                wc.status_text(),
-                wc.status,
-                if gone {
-                    "; the peer does not answer"
-                } else if wc.status == rdma_sys::IBV_WC_WR_FLUSH_ERR {
-                    NOT_EXECUTED
-                } else {
-                    ""
-                }
-            );
+            let gone = super::lean::peer_gone(wc.status);
+            let message = super::lean::failure(op.kind, op.target, wc.status);
             self.broken(op.target, op.generation, &message);
             if let Some(s) = op.slot {
                 self.staging.give(s);
@@ -1035,13 +1019,8 @@ impl Transport for VerbsTransport {
     fn atomic(&self, target: usize, what: Atomic, data: &[u8], dst: RemoteAddr) -> Result<()> {
         self.atomic_args(what, data, dst)?;
         if let Ok(add) = <[u8; 8]>::try_from(data) {
-            let add = u64::from_le_bytes(add);
             let w = || format!("an atomic {:?} at rank {target}", what.op);
-            self.counters.atomics.bump();
-            self.counters.fetch_add.bump();
-            return self.lean(target, OpKind::FetchAdd, Source::Slot(8), Fetched::Nothing, &w, |qp, id, local| {
-                qp.post_fetch_add(id, local, dst, add)
-            });
+            return self.lean_fetch_add(target, add, dst, Fetched::Nothing, &w);
         }
         with_own(|done| {
             self.post_fetch_adds(target, data, dst, &Sink::counter(done.clone()), false)?;
@@ -1068,12 +1047,7 @@ impl Transport for VerbsTransport {
         }
         let w = || format!("a fetching atomic {:?} at rank {target}", what.op);
         if let Ok(add) = <[u8; 8]>::try_from(data) {
-            let add = u64::from_le_bytes(add);
-            self.counters.atomics.bump();
-            self.counters.fetch_add.bump();
-            return self.lean(target, OpKind::FetchAdd, Source::Slot(8), Fetched::Word(result), &w, |qp, id, local| {
-                qp.post_fetch_add(id, local, dst, add)
-            });
+            return self.lean_fetch_add(target, add, dst, Fetched::Word(result), &w);
         }
         self.fetch_into(result, &w, |b| {
             self.post_fetch_adds(target, data, dst, &b.sink(), true)
