@@ -13,6 +13,7 @@ allowed=(
     "src/transport/mod.rs:pub mod memory;"       # the owner of memory peers may write
     "src/transport/mod.rs:pub mod ofi;"          # the libfabric back-end (FFI)
     "src/transport/mod.rs:pub mod shm;"          # intra-node mapping (mmap)
+    "src/transport/mod.rs:pub mod regcache;"     # userfaultfd ioctls of the registration cache
     "src/transport/mod.rs:pub mod verbs;"        # the native ibverbs back-end (FFI)
     "src/api/window.rs:pub unsafe fn create_borrowed("  # the contract, and the one call relying on it
 )

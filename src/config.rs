@@ -10,7 +10,9 @@
 //! | `ONESIDED_PROGRESS_IDLE_US` | 200 | longest sleep (µs, 200 to 100000) of a *polling* progress agent — on back-ends without a wait object to sleep on: libfabric's net, shm and sockets — once it has served nothing for 20 ms (before that: 200 µs). Measured on net (`examples/busy_target.rs`, 2026-11-28): 200 costs an idle process 7-10 % of a core and the first put+flush after a 30 ms pause to a target computing outside the library 0.4-0.55 ms; 2000 costs 1.2-2.0 % and 1.6-1.7 ms; a stream of operations is served alike (8-13 µs). Back-ends that sleep in the kernel (tcp, verbs) ignore it |
 //! | `ONESIDED_WAIT_SLEEP_AFTER_US` | 1000 | how long (µs) a library call waiting for a peer spins and yields before it also sleeps between checks (sleeps of at most 100 µs, an eighth of the time waited so far), so that a rank idle in a barrier or a long lock wait leaves the core to the ranks and kernel threads that are working (on machines with fewer cores than threads); a wait over at once never sleeps. Only where one-sided operations need no CPU at the target and the progress agent sleeps on the back-end's events (native verbs); with `ONESIDED_PROGRESS=manual`, and on libfabric (whose tcp, net, shm and sockets providers carry the data with the target's CPU), waits never sleep: their polls serve the peers. 0: never sleep (spin, then yield, as on a machine with a core per rank) |
 //! | `ONESIDED_WAIT_SPIN_US` | 50 | how long (µs) a library call waiting for the network polls back to back — no `pause` instruction, no yield — before it starts yielding the core between polls; only where every local rank has a CPU of its own (otherwise it yields after a short exponential spin, as before). A poll of the completion queue is itself the spin: a `pause` between polls (what a spin on a memory word needs) only delays seeing the completion, by ~140 cycles on current x86 and by a trip through the emulator's main loop under qemu TCG. 0: yield from the first unsuccessful check |
-//! | `ONESIDED_ZCOPY_ABOVE` | 262144 | native verbs: a blocking `put` or `get` of at least this many bytes registers the caller's buffer for the one operation (`ibv_reg_mr`, deregistered before the call returns) and the NIC reads or writes it directly, instead of copying through the registered staging slots in 64 KiB chunks. The call waits for the operation either way; nothing stays registered, so no cache can go stale when the buffer's address is later reused for other memory. A registration that fails (the locked-memory limit) takes the copy path. 0: always copy |
+//! | `ONESIDED_ZCOPY_ABOVE` | 262144 | native verbs: a blocking `put` or `get` of at least this many bytes has the NIC read or write the caller's buffer directly (registered with `ibv_reg_mr`, and kept in the registration cache, `ONESIDED_MR_CACHE`), instead of copying through the registered staging slots in 64 KiB chunks. The call waits for the operation either way. A registration that fails (the locked-memory limit) takes the copy path. 0: always copy |
+//! | `ONESIDED_MR_CACHE` | 64 | native verbs: registrations of user buffers kept for the next large `put` or `get` from or into the same buffer, least recently used first out. Each is forgotten as soon as its memory is unmapped, moved or emptied (`munmap`, `free` of a large block, `mremap`, `madvise(MADV_DONTNEED)`, a mapping made over it), which a `userfaultfd` of the library's own reports — so an address reused for other memory never hits a stale registration (docs/transport.md). Where no `userfaultfd` can be opened, nothing is kept. 0: register for each operation |
+//! | `ONESIDED_MR_CACHE_BYTES` | 0 | native verbs: most bytes of user buffers the cache keeps registered (pinned); 0: a quarter of the locked-memory limit (`RLIMIT_MEMLOCK`), at most 1 GiB. When any registration fails, the cache releases what no operation is using and the registration is tried again |
 //! | `ONESIDED_RKEY_CACHE` | 64 | entries of the remote-key cache (peer window base, size, key) |
 //! | `ONESIDED_MAX_WINDOWS` | 256 | windows alive at once per process (slots of the window directory) |
 //! | `ONESIDED_MAX_ATTACH` | 64 | regions attached at once to one dynamic window per process (entries of its attachment table, 32 bytes each) |
@@ -188,6 +190,12 @@ pub struct Config {
     /// `ONESIDED_ZCOPY_ABOVE`: blocking puts and gets of at least this
     /// many bytes register the caller's buffer (native verbs); 0 never.
     pub zcopy_above: usize,
+    /// `ONESIDED_MR_CACHE`: registrations of user buffers kept (native
+    /// verbs); 0 keeps none.
+    pub mr_cache: usize,
+    /// `ONESIDED_MR_CACHE_BYTES`: most bytes of user buffers kept
+    /// registered (0: a quarter of the locked-memory limit, at most 1 GiB).
+    pub mr_cache_bytes: usize,
     /// Capacity of the remote-key cache.
     pub rkey_cache: usize,
     /// Directory slots (windows alive at once).
@@ -344,6 +352,8 @@ impl Config {
             wait_sleep_after: (sleep_after > 0).then(|| Duration::from_micros(sleep_after as u64)),
             wait_spin: Duration::from_micros(wait_spin as u64),
             zcopy_above: number("ONESIDED_ZCOPY_ABOVE", 256 * 1024, 0, usize::MAX >> 1)?,
+            mr_cache: number("ONESIDED_MR_CACHE", 64, 0, 1 << 16)?,
+            mr_cache_bytes: number("ONESIDED_MR_CACHE_BYTES", 0, 0, usize::MAX >> 1)?,
             rkey_cache: number("ONESIDED_RKEY_CACHE", 64, 1, 1 << 24)?,
             max_windows: number("ONESIDED_MAX_WINDOWS", 256, 1, 1 << 20)?,
             max_groups: number("ONESIDED_MAX_GROUPS", 16, 0, 1 << 10)?,

@@ -40,6 +40,10 @@ pub mod ofi;
 // unsafe allowed: intra-node mapping of node-shared segments (mmap).
 #[allow(unsafe_code)]
 pub mod shm;
+// unsafe allowed: the userfaultfd ioctls that keep cached registrations of
+// user buffers from going stale.
+#[allow(unsafe_code)]
+pub mod regcache;
 // unsafe allowed: the native ibverbs back-end (FFI).
 #[allow(unsafe_code)]
 pub mod verbs;
@@ -194,6 +198,15 @@ pub struct TransportStats {
     /// Blocking operations of one work request that their caller posted
     /// and polled without the general op table (native verbs).
     pub lean: u64,
+    /// Large blocking puts and gets whose caller's buffer was found
+    /// registered in the registration cache (native verbs,
+    /// `ONESIDED_MR_CACHE`).
+    pub mr_cache_hits: u64,
+    /// Registrations of callers' buffers kept in that cache.
+    pub mr_cache_inserted: u64,
+    /// Cached registrations forgotten because their memory was unmapped,
+    /// moved or emptied.
+    pub mr_cache_invalidated: u64,
 }
 
 /// The smallest [`Caps::max_message`] of any back-end: a message of at most

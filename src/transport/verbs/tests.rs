@@ -506,6 +506,106 @@ fn large_puts_and_gets_register_the_callers_buffer() {
     drop(reg);
 }
 
+/// The registration cache (`transport/regcache.rs`): a large put or get
+/// from or into the same buffer again finds its registration, and a
+/// buffer whose memory changed under the same address — unmapped and
+/// mapped anew, or emptied with `MADV_DONTNEED` — is registered again, so
+/// every byte put is the buffer's current content (a stale registration
+/// would send the old pages' bytes). Counts exact.
+#[test]
+fn a_reused_buffer_address_never_hits_a_stale_registration() {
+    use std::num::NonZeroUsize;
+    use std::ptr::NonNull;
+
+    use nix::sys::mman::{madvise, mmap_anonymous, munmap, MapFlags, MmapAdvise, ProtFlags};
+
+    use crate::transport::{Memory, Transport};
+    if !have_device() {
+        return;
+    }
+    let t0 = open_rank(0);
+    if t0.regcache.is_none() {
+        return skip("no registration cache (no userfaultfd, or ONESIDED_MR_CACHE=0)");
+    }
+    let t1 = Arc::new(open_rank(1));
+    let agent = Agent::serve(t1.clone());
+    let size = 1 << 20;
+    let mem = Memory::allocate(size).expect("memory");
+    let reg = t1.register(&mem).expect("register");
+    let at = RemoteAddr { addr: reg.base, key: reg.key };
+    t0.connect(1, t1.card()).expect("connect");
+    let len = NonZeroUsize::new(size).unwrap();
+    let prot = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
+    let pattern = |seed: u8| -> Vec<u8> { (0..size).map(|i| (i % 251) as u8 ^ seed).collect() };
+    let bytes = |p: NonNull<std::ffi::c_void>| {
+        // SAFETY: at each use below, `p` is a live private mapping of
+        // `size` bytes that nothing else references while the slice exists.
+        unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u8>(), size) }
+    };
+    let landed = |want: &[u8], what: &str| {
+        let mut back = vec![0u8; size];
+        mem.read(0, &mut back).unwrap();
+        assert!(back[..] == want[..], "{what}: the target holds the buffer's current bytes");
+    };
+    let s0 = t0.stats();
+    let delta = |t: &super::VerbsTransport| {
+        let s = t.stats();
+        (
+            s.mr_cache_inserted - s0.mr_cache_inserted,
+            s.mr_cache_hits - s0.mr_cache_hits,
+            s.mr_cache_invalidated - s0.mr_cache_invalidated,
+        )
+    };
+
+    // SAFETY: a fresh private anonymous mapping, unmapped below.
+    let p = unsafe { mmap_anonymous(None, len, prot, MapFlags::MAP_PRIVATE) }.expect("mmap");
+    bytes(p).copy_from_slice(&pattern(1));
+    t0.put(1, bytes(p), at).expect("put A");
+    landed(&pattern(1), "first put");
+    assert_eq!(delta(&t0), (1, 0, 0), "registered and kept");
+    bytes(p).copy_from_slice(&pattern(2));
+    t0.put(1, bytes(p), at).expect("put B");
+    landed(&pattern(2), "second put from the same memory");
+    assert_eq!(delta(&t0), (1, 1, 0), "found in the cache");
+
+    // Unmapped, and new memory mapped at the same address.
+    let addr = p.as_ptr() as usize;
+    // SAFETY: our mapping; no slice of it is alive.
+    unsafe { munmap(p, size) }.expect("munmap");
+    assert_eq!(delta(&t0), (1, 1, 1), "forgotten when munmap returned");
+    // SAFETY: maps fresh memory where `p` was (now unmapped).
+    let q = unsafe { mmap_anonymous(NonZeroUsize::new(addr), len, prot, MapFlags::MAP_PRIVATE | MapFlags::MAP_FIXED) }
+        .expect("mmap at the same address");
+    assert_eq!(q.as_ptr() as usize, addr, "the same address, other memory");
+    bytes(q).copy_from_slice(&pattern(3));
+    t0.put(1, bytes(q), at).expect("put C");
+    landed(&pattern(3), "put from new memory at a reused address");
+    assert_eq!(delta(&t0), (2, 1, 1));
+
+    // Emptied in place: the next writes fault in new pages.
+    // SAFETY: our mapping; its bytes are not needed.
+    unsafe { madvise(q, size, MmapAdvise::MADV_DONTNEED) }.expect("madvise");
+    assert_eq!(delta(&t0), (2, 1, 2), "forgotten when madvise returned");
+    bytes(q).copy_from_slice(&pattern(4));
+    t0.put(1, bytes(q), at).expect("put D");
+    landed(&pattern(4), "put after MADV_DONTNEED");
+    assert_eq!(delta(&t0), (3, 1, 2));
+
+    // A get into the cached buffer.
+    mem.write(0, &pattern(5)).unwrap();
+    t0.get(1, bytes(q), at).expect("get");
+    assert!(bytes(q)[..] == pattern(5)[..], "get into a cached buffer");
+    assert_eq!(delta(&t0), (3, 2, 2));
+
+    // SAFETY: our mapping; no slice of it is alive.
+    unsafe { munmap(q, size) }.expect("munmap");
+    let s = t0.stats();
+    assert_eq!(s.ops_in_flight, 0, "{s:?}");
+    eprintln!("verbs transport: registration cache ok: {s:?}");
+    agent.stop();
+    drop(reg);
+}
+
 /// Blocking operations of one work request take the lean path
 /// (`lean.rs`): every byte and fetched word checked at the path's edges
 /// (inline, staged, one whole slot, one byte past it on the general path),

@@ -36,6 +36,7 @@ use super::peers::PeerMap;
 use super::rma::Local;
 use super::staging::{Staging, SLOT_BYTES};
 use crate::config::Config;
+use crate::transport::regcache::{Limits, RegCache};
 use crate::error::{Error, Result};
 use crate::progress::wait::Waiter;
 use crate::stats::Counter;
@@ -91,6 +92,9 @@ pub struct VerbsTransport {
     pub(super) timeout: Option<std::time::Duration>,
     /// `ONESIDED_ZCOPY_ABOVE` (0: never).
     zcopy_above: usize,
+    /// Registrations of callers' buffers kept for the next operation on
+    /// them (`ONESIDED_MR_CACHE`; `None` where no userfaultfd opens).
+    pub(super) regcache: Option<RegCache<Arc<Mr>>>,
     pub(super) next_generation: AtomicU16,
     pub(super) order: ByteOrder,
     pub(super) counters: Counters,
@@ -148,6 +152,7 @@ impl VerbsTransport {
             size,
             timeout: config.timeout,
             zcopy_above: config.zcopy_above,
+            regcache: open_regcache(config),
             next_generation: AtomicU16::new(1),
             order: ByteOrder::Native,
             counters: Counters::default(),
@@ -712,20 +717,65 @@ impl VerbsTransport {
         self.zcopy_above > 0 && len >= self.zcopy_above && u32::try_from(len).is_ok()
     }
 
-    /// Posts one work request on the whole of `mr` (the caller's buffer,
-    /// registered for this call) with `post` and waits for it; `mr` is
-    /// deregistered before this returns, also after a failure or a
-    /// timeout, so the device cannot reach the buffer once the caller's
-    /// borrow ends (an operation still in flight then completes in error).
+    /// The caller's buffer `[addr, addr + len)` registered for local
+    /// access: from the registration cache, or registered now (and cached
+    /// when the cache can watch it). `None` when registration fails even
+    /// after the cache released what no operation uses (the locked-memory
+    /// limit) or the memory is read-only: the caller copies instead.
+    fn user_region(&self, addr: *mut u8, len: usize) -> Option<Arc<Mr>> {
+        let a = addr as usize;
+        if let Some(mr) = self.regcache.as_ref().and_then(|c| c.get(a, len)) {
+            return Some(mr);
+        }
+        let register = || {
+            // SAFETY: local access only: the device reaches the region
+            // only through requests this back-end posts with its key, and
+            // it posts them only inside a `put` or `get` that borrows the
+            // buffer (`zero_copy_op`). A cached region outlives that borrow
+            // but stays unreachable, and is forgotten as soon as its memory
+            // is unmapped, moved or emptied (`transport/regcache.rs`); the
+            // pinned pages stay allocated until it is deregistered.
+            unsafe { Mr::register(&self.dev, addr, len, Access::LOCAL) }
+        };
+        let mr = match register() {
+            Ok(mr) => mr,
+            Err(e) if out_of_pinnable(&e) && self.release_cached() > 0 => register().ok()?,
+            Err(_) => return None,
+        };
+        let mr = Arc::new(mr);
+        if let Some(c) = &self.regcache {
+            c.insert(a, len, mr.clone());
+        }
+        Some(mr)
+    }
+
+    /// Drops the cached registrations no operation is using (to make room
+    /// under the locked-memory limit); how many.
+    pub(super) fn release_cached(&self) -> usize {
+        self.regcache
+            .as_ref()
+            .map_or(0, |c| c.remove(|mr| Arc::strong_count(mr) == 1))
+    }
+
+    /// Posts one work request on the caller's buffer `at` (address and
+    /// length) inside `mr` with `post` and waits for it. Once this returns,
+    /// the device cannot reach the buffer: a region that only this call
+    /// holds is deregistered (also after a failure or a timeout); one the
+    /// registration cache keeps has local access only, and a request of
+    /// this call still in flight after a failure is ended first (its queue
+    /// pair to the error state, then its flushed completion awaited). A
+    /// failed call's region leaves the cache.
     fn zero_copy_op(
         &self,
         target: usize,
-        mr: Mr,
+        mr: Arc<Mr>,
+        (addr, len): (usize, usize),
         kind: OpKind,
         what: &dyn Fn() -> String,
         post: impl Fn(&RcQp, u64, Local) -> Result<()>,
     ) -> Result<()> {
-        let Some(local) = Local::of(&mr, 0, mr.len) else {
+        let local = addr.checked_sub(mr.addr as usize).and_then(|off| Local::of(&mr, off, len));
+        let Some(local) = local else {
             return Err(Error::InvalidArgument(format!("{}: too long for one request", what())));
         };
         self.counters.zero_copy.bump();
@@ -733,9 +783,9 @@ impl VerbsTransport {
         let done = again_if_not_executed(|| {
             let (qp, generation) = self.qp_for(target)?;
             if kind == OpKind::Read {
-                self.count_read(mr.len);
+                self.count_read(len);
             } else {
-                self.count_write(mr.len);
+                self.count_write(len);
             }
             let done = Arc::new(Completion::new());
             last = Some((done.clone(), qp.clone(), generation));
@@ -750,6 +800,28 @@ impl VerbsTransport {
                 self.give_up_on(target, *generation, qp, e);
             }
         }
+        if done.is_err() {
+            if let Some(c) = &self.regcache {
+                c.remove(|m| Arc::ptr_eq(m, &mr));
+            }
+        }
+        let mr = match Arc::try_unwrap(mr) {
+            Ok(mr) => mr,
+            Err(kept) => {
+                // Cached, or in use by another call on the same buffer:
+                // the region stays registered (local access only). A
+                // request of ours still in flight ends (flushed) before the
+                // caller's borrow does.
+                if let Some((d, _, _)) = last.filter(|(d, _, _)| d.pending() > 0) {
+                    while d.pending() > 0 {
+                        let _ = self.progress();
+                        std::thread::yield_now();
+                    }
+                }
+                drop(kept);
+                return done;
+            }
+        };
         // Deregistered before the caller's borrow ends: from then on the
         // device cannot reach the buffer, even with the operation still in
         // flight after a timeout.
@@ -804,6 +876,38 @@ const ATTEMPTS: usize = 4;
 /// must not fail a collective's flag write or read: issue 12's "a failed
 /// access never poisons a peer"). Puts and gets may run twice: they write
 /// or read the same bytes again.
+/// Whether a registration failed for want of pinnable memory (the
+/// locked-memory limit: `ENOMEM`, `EAGAIN`), which releasing cached
+/// registrations can cure — unlike read-only memory (`EFAULT`).
+fn out_of_pinnable(e: &Error) -> bool {
+    matches!(e.errno(), Some(nix::libc::ENOMEM | nix::libc::EAGAIN))
+}
+
+/// The registration cache `config` asks for, or `None` (logged).
+fn open_regcache(config: &Config) -> Option<RegCache<Arc<Mr>>> {
+    let bytes = match config.mr_cache_bytes {
+        0 => {
+            const MAX: usize = 1 << 30;
+            match rustix::process::getrlimit(rustix::process::Resource::Memlock).current {
+                Some(limit) => usize::try_from(limit / 4).unwrap_or(MAX).min(MAX),
+                None => MAX,
+            }
+        }
+        n => n,
+    };
+    let limits = Limits {
+        entries: config.mr_cache,
+        bytes,
+    };
+    match RegCache::new(limits) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            tracing::info!("native verbs: no registration cache for callers' buffers: {why}");
+            None
+        }
+    }
+}
+
 fn again_if_not_executed(mut f: impl FnMut() -> Result<()>) -> Result<()> {
     let mut n = 1;
     loop {
@@ -822,6 +926,7 @@ impl Transport for VerbsTransport {
     fn stats(&self) -> TransportStats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let cache = self.regcache.as_ref().map(RegCache::stats).unwrap_or_default();
         TransportStats {
             ops_in_flight: self.ops.in_flight() + self.cells.in_flight(),
             rejected_completions: self.ops.rejected(),
@@ -844,6 +949,9 @@ impl Transport for VerbsTransport {
             srq_limit_events: l(&c.srq_limit_events),
             zero_copy: c.zero_copy.get(),
             lean: c.lean.get(),
+            mr_cache_hits: cache.hits,
+            mr_cache_inserted: cache.inserted,
+            mr_cache_invalidated: cache.invalidated,
         }
     }
 
@@ -899,7 +1007,14 @@ impl Transport for VerbsTransport {
         // its memory (`Registration::holding`); peers' writes reach it only
         // through the device, and the library reads it only through
         // `Memory`'s copies.
-        let mr = unsafe { Mr::register(&self.dev, mem.as_ptr(), mem.len(), access)? };
+        let register = || unsafe { Mr::register(&self.dev, mem.as_ptr(), mem.len(), access) };
+        let mr = match register() {
+            Ok(mr) => mr,
+            // The locked-memory limit: cached registrations of callers'
+            // buffers give way to a window's.
+            Err(e) if out_of_pinnable(&e) && self.release_cached() > 0 => register()?,
+            Err(e) => return Err(e),
+        };
         let key = u64::from(mr.rkey);
         Ok(Registration::new(key, mem.addr(), Box::new(mr)))
     }
@@ -907,11 +1022,20 @@ impl Transport for VerbsTransport {
     fn put(&self, target: usize, data: &[u8], dst: RemoteAddr) -> Result<()> {
         let what = || format!("a put of {} bytes to rank {target}", data.len());
         if self.zero_copy(data.len()) {
+            if let Some(mr) = self.user_region(data.as_ptr().cast_mut(), data.len()) {
+                let at = (data.as_ptr() as usize, data.len());
+                return self.zero_copy_op(target, mr, at, OpKind::Write, &what, |qp, id, local| {
+                    qp.post_write(id, local, dst)
+                });
+            }
+            // Read-only memory registers with no access right at all.
             // SAFETY: `data` is borrowed for this call and unchanged through
-            // it (shared borrow); `zero_copy_op` deregisters before it returns.
+            // it (shared borrow); `zero_copy_op` deregisters before it
+            // returns (this region is never cached).
             let mr = unsafe { Mr::register_source(&self.dev, data.as_ptr(), data.len()) };
             if let Ok(mr) = mr {
-                return self.zero_copy_op(target, mr, OpKind::Write, &what, |qp, id, local| {
+                let at = (data.as_ptr() as usize, data.len());
+                return self.zero_copy_op(target, Arc::new(mr), at, OpKind::Write, &what, |qp, id, local| {
                     qp.post_write(id, local, dst)
                 });
             }
@@ -936,12 +1060,11 @@ impl Transport for VerbsTransport {
         let len = buf.len();
         let what = || format!("a get of {len} bytes from rank {target}");
         if self.zero_copy(len) {
-            // SAFETY: `buf` is borrowed mutably for this call, so nothing
-            // else reads or writes it while the device may;
-            // `zero_copy_op` deregisters before it returns.
-            let mr = unsafe { Mr::register(&self.dev, buf.as_mut_ptr(), len, Access::LOCAL) };
-            if let Ok(mr) = mr {
-                return self.zero_copy_op(target, mr, OpKind::Read, &what, |qp, id, local| {
+            // `buf` is borrowed mutably for this call, so nothing else
+            // reads or writes it while the device may.
+            if let Some(mr) = self.user_region(buf.as_mut_ptr(), len) {
+                let at = (buf.as_ptr() as usize, len);
+                return self.zero_copy_op(target, mr, at, OpKind::Read, &what, |qp, id, local| {
                     qp.post_read(id, local, src)
                 });
             }
