@@ -151,6 +151,12 @@ unsafe impl Send for Sink {}
 unsafe impl Sync for Sink {}
 
 impl Sink {
+    /// Whether this sink's outcome goes to `c` (as its own completion or
+    /// its group's).
+    pub(crate) fn reports_to(&self, c: &Completion) -> bool {
+        std::ptr::eq(&*self.done, c) || self.group.as_deref().is_some_and(|g| std::ptr::eq(g, c))
+    }
+
     /// A sink that only counts (acknowledgements without data).
     pub fn counter(done: Arc<Completion>) -> Sink {
         Sink {

@@ -135,6 +135,23 @@ impl OpTable {
         out
     }
 
+    /// The queue pairs (target, generation) of the RDMA requests in flight
+    /// whose outcome goes to `c` (their sink's own completion or its
+    /// group's), once each.
+    pub fn rdma_awaited_by(&self, c: &crate::transport::completion::Completion) -> Vec<(usize, u16)> {
+        let Ok(t) = self.table.lock() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(usize, u16)> = Vec::new();
+        for op in t.ops.iter().flatten() {
+            let rdma = matches!(op.kind, OpKind::Write | OpKind::Read | OpKind::FetchAdd | OpKind::CmpSwap);
+            if rdma && op.sink.reports_to(c) && !out.contains(&(op.target, op.generation)) {
+                out.push((op.target, op.generation));
+            }
+        }
+        out
+    }
+
     /// Operations in flight.
     pub fn in_flight(&self) -> usize {
         self.table

@@ -385,6 +385,16 @@ impl VerbsTransport {
     }
 
     /// An error completion on `target`'s queue pair of `generation`.
+    /// The queue pair to `target` of `generation`, if it is still the
+    /// current one.
+    pub(super) fn pair_of(&self, target: usize, generation: u16) -> Option<Arc<RcQp>> {
+        let peers = self.peers.lock().ok()?;
+        peers
+            .get(&target)
+            .filter(|p| p.generation == generation)
+            .map(|p| p.qp.clone())
+    }
+
     pub(super) fn broken(&self, target: usize, generation: u16, why: &str) {
         if let Ok(mut peers) = self.peers.lock() {
             if let Some(p) = peers.get_mut(&target) {

@@ -748,6 +748,55 @@ fn a_timed_out_blocking_operation_keeps_its_slot_until_the_device_is_done() {
     drop(reg0);
 }
 
+/// A wait on requests of the general path (a get of two 64 KiB chunks)
+/// that outlasts the timeout ends their queue pair too: rxe never ends a
+/// request to a destroyed queue pair by itself, so without that the
+/// requests' op-table slots and staging slots would stay taken for good.
+/// The requests are flushed and everything comes back; the next operation
+/// to the dead peer makes a new pair.
+#[test]
+fn a_timed_out_operation_of_several_requests_ends_its_queue_pair() {
+    use super::staging::SLOT_BYTES;
+    use crate::transport::{Memory, Transport};
+    if !have_device() {
+        return;
+    }
+    let mut config = crate::config::Config::from_env().expect("config");
+    config.timeout = Some(Duration::from_secs(1));
+    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("open");
+    let t1 = Arc::new(open_rank(1));
+    let agent = Agent::serve(t1.clone());
+    let n = SLOT_BYTES + 1000;
+    let mem = Memory::allocate(2 * SLOT_BYTES).expect("memory");
+    let reg = t1.register(&mem).expect("register");
+    let at = RemoteAddr { addr: reg.base, key: reg.key };
+    t0.connect(1, t1.card()).expect("connect");
+    let mut buf = vec![0u8; n];
+    mem.write(0, &vec![0x3c; n]).unwrap();
+    t0.get(1, &mut buf, at).expect("get while the peer lives");
+    assert!(buf.iter().all(|&b| b == 0x3c));
+    // The peer's process ends.
+    agent.stop();
+    drop(reg);
+    drop(mem);
+    drop(t1);
+    let start = Instant::now();
+    let e = t0.get(1, &mut buf, at).expect_err("nobody answers");
+    assert!(matches!(e, crate::Error::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("get of {n} bytes")), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    let flushed = Instant::now();
+    while t0.stats().ops_in_flight > 0 {
+        t0.progress().expect("progress");
+        assert!(flushed.elapsed() < Duration::from_secs(30), "the abandoned requests never ended: {:?}", t0.stats());
+        std::thread::yield_now();
+    }
+    let e = t0.get(1, &mut buf, at).expect_err("nobody answers");
+    assert!(e.to_string().contains("connecting to rank 1"), "{e}");
+    let s = t0.stats();
+    assert_eq!((s.ops_in_flight, s.rejected_completions), (0, 0), "{s:?}");
+}
+
 /// A flood of handshake requests claiming ranks outside the job (a stray
 /// or hostile datagram) makes no queue pair: they are dropped and counted.
 #[test]

@@ -1307,7 +1307,22 @@ impl Transport for VerbsTransport {
     }
 
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
-        crate::progress::wait::until(self, self.timeout, what, || Ok(done.pending() == 0))?;
+        let r = crate::progress::wait::until(self, self.timeout, what, || Ok(done.pending() == 0));
+        if let Err(e @ Error::Timeout { .. }) = &r {
+            // An RDMA request needs no CPU at the target: one still in
+            // flight this late means the peer's NIC or process is gone,
+            // and rxe never ends such a request by itself. Its pair goes to
+            // the error state (flushing every request on it, which gives
+            // their op-table slots and staging back) and is made again on
+            // the next contact — as for a lean request. Sends are left
+            // alone: a receiver without buffers makes them wait legitimately.
+            for (target, generation) in self.ops.rdma_awaited_by(done) {
+                if let Some(qp) = self.pair_of(target, generation) {
+                    self.give_up_on(target, generation, &qp, e);
+                }
+            }
+        }
+        r?;
         done.check(what)
     }
 }
