@@ -524,7 +524,7 @@ fn a_reused_buffer_address_never_hits_a_stale_registration() {
         return;
     }
     let t0 = open_rank(0);
-    if t0.regcache.is_none() {
+    if t0.regcache().is_none() {
         return skip("no registration cache (no userfaultfd, or ONESIDED_MR_CACHE=0)");
     }
     let t1 = Arc::new(open_rank(1));
@@ -688,6 +688,41 @@ fn blocking_operations_of_one_request_are_polled_by_their_caller() {
     drop(reg);
 }
 
+/// Rank 0 with a 1-s timeout, connected to rank 1 (served by an agent),
+/// and `len` bytes of rank 1's memory registered there.
+fn short_timeout_pair(
+    len: usize,
+) -> (
+    super::VerbsTransport,
+    Arc<super::VerbsTransport>,
+    Agent,
+    crate::transport::Memory<'static>,
+    crate::transport::Registration,
+) {
+    use crate::transport::{Memory, Transport};
+    let mut config = crate::config::Config::from_env().expect("config");
+    config.timeout = Some(Duration::from_secs(1));
+    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("open");
+    let t1 = Arc::new(open_rank(1));
+    let agent = Agent::serve(t1.clone());
+    let mem = Memory::allocate(len).expect("memory");
+    let reg = t1.register(&mem).expect("register");
+    t0.connect(1, t1.card()).expect("connect");
+    (t0, t1, agent, mem, reg)
+}
+
+/// Drives `t0` until no request is in flight: abandoned requests end once
+/// their pair is in the error state (30 s at most).
+fn until_flushed(t0: &super::VerbsTransport) {
+    use crate::transport::Transport;
+    let flushed = Instant::now();
+    while t0.stats().ops_in_flight > 0 {
+        t0.progress().expect("progress");
+        assert!(flushed.elapsed() < Duration::from_secs(30), "abandoned requests never ended: {:?}", t0.stats());
+        std::thread::yield_now();
+    }
+}
+
 /// A lean request whose wait times out (the peer's process is gone) is
 /// abandoned, not forgotten: the caller gets a timeout naming the
 /// operation within the time limit; the request's staging slot stays out
@@ -701,15 +736,8 @@ fn a_timed_out_blocking_operation_keeps_its_slot_until_the_device_is_done() {
     if !have_device() {
         return;
     }
-    let mut config = crate::config::Config::from_env().expect("config");
-    config.timeout = Some(Duration::from_secs(1));
-    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("open");
-    let t1 = Arc::new(open_rank(1));
-    let agent = Agent::serve(t1.clone());
-    let mem = Memory::allocate(4096).expect("memory");
-    let reg = t1.register(&mem).expect("register");
+    let (t0, t1, agent, mem, reg) = short_timeout_pair(4096);
     let at = RemoteAddr { addr: reg.base, key: reg.key };
-    t0.connect(1, t1.card()).expect("connect");
     let sum = Atomic { op: AtomicOp::Sum, datatype: Datatype::U64, count: 1 };
     let mut old = [0u8; 8];
     t0.fetch_atomic(1, sum, &1u64.to_le_bytes(), &mut old, at).expect("fetch-add while the peer lives");
@@ -725,12 +753,7 @@ fn a_timed_out_blocking_operation_keeps_its_slot_until_the_device_is_done() {
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     // The pair went to the error state: the device flushes the request,
     // and that completion gives the slot back.
-    let flushed = Instant::now();
-    while t0.stats().ops_in_flight > 0 {
-        t0.progress().expect("progress");
-        assert!(flushed.elapsed() < Duration::from_secs(30), "the abandoned request never ended: {:?}", t0.stats());
-        std::thread::yield_now();
-    }
+    until_flushed(&t0);
     // Broken: the next operation to rank 1 first makes a new pair, whose
     // handshake nobody answers.
     let e = t0.fetch_atomic(1, sum, &1u64.to_le_bytes(), &mut old, at).expect_err("nobody answers");
@@ -757,20 +780,13 @@ fn a_timed_out_blocking_operation_keeps_its_slot_until_the_device_is_done() {
 #[test]
 fn a_timed_out_operation_of_several_requests_ends_its_queue_pair() {
     use super::staging::SLOT_BYTES;
-    use crate::transport::{Memory, Transport};
+    use crate::transport::Transport;
     if !have_device() {
         return;
     }
-    let mut config = crate::config::Config::from_env().expect("config");
-    config.timeout = Some(Duration::from_secs(1));
-    let t0 = super::VerbsTransport::open(&config, 0, 2).expect("open");
-    let t1 = Arc::new(open_rank(1));
-    let agent = Agent::serve(t1.clone());
     let n = SLOT_BYTES + 1000;
-    let mem = Memory::allocate(2 * SLOT_BYTES).expect("memory");
-    let reg = t1.register(&mem).expect("register");
+    let (t0, t1, agent, mem, reg) = short_timeout_pair(2 * SLOT_BYTES);
     let at = RemoteAddr { addr: reg.base, key: reg.key };
-    t0.connect(1, t1.card()).expect("connect");
     let mut buf = vec![0u8; n];
     mem.write(0, &vec![0x3c; n]).unwrap();
     t0.get(1, &mut buf, at).expect("get while the peer lives");
@@ -785,12 +801,7 @@ fn a_timed_out_operation_of_several_requests_ends_its_queue_pair() {
     assert!(matches!(e, crate::Error::Timeout { .. }), "{e}");
     assert!(e.to_string().contains(&format!("get of {n} bytes")), "{e}");
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
-    let flushed = Instant::now();
-    while t0.stats().ops_in_flight > 0 {
-        t0.progress().expect("progress");
-        assert!(flushed.elapsed() < Duration::from_secs(30), "the abandoned requests never ended: {:?}", t0.stats());
-        std::thread::yield_now();
-    }
+    until_flushed(&t0);
     let e = t0.get(1, &mut buf, at).expect_err("nobody answers");
     assert!(e.to_string().contains("connecting to rank 1"), "{e}");
     let s = t0.stats();

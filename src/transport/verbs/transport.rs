@@ -21,7 +21,7 @@
 //!   sender wait, not fail, if a receiver ever ran out of buffers.
 
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::atomic::ByteOrder;
 use super::conn::{Access, Device, Mr, RcQp};
@@ -93,8 +93,11 @@ pub struct VerbsTransport {
     /// `ONESIDED_ZCOPY_ABOVE` (0: never).
     zcopy_above: usize,
     /// Registrations of callers' buffers kept for the next operation on
-    /// them (`ONESIDED_MR_CACHE`; `None` where no userfaultfd opens).
-    pub(super) regcache: Option<RegCache<Arc<Mr>>>,
+    /// them (`ONESIDED_MR_CACHE`): made at the first large put or get, so
+    /// a process that makes none has no userfaultfd and no monitor
+    /// thread; `None` inside where none can be opened.
+    regcache: OnceLock<Option<RegCache<Arc<Mr>>>>,
+    mr_cache: Limits,
     pub(super) next_generation: AtomicU16,
     pub(super) order: ByteOrder,
     pub(super) counters: Counters,
@@ -152,7 +155,8 @@ impl VerbsTransport {
             size,
             timeout: config.timeout,
             zcopy_above: config.zcopy_above,
-            regcache: open_regcache(config),
+            regcache: OnceLock::new(),
+            mr_cache: cache_limits(config),
             next_generation: AtomicU16::new(1),
             order: ByteOrder::Native,
             counters: Counters::default(),
@@ -717,6 +721,12 @@ impl VerbsTransport {
         self.zcopy_above > 0 && len >= self.zcopy_above && u32::try_from(len).is_ok()
     }
 
+    /// The registration cache, made on first use (`None`: there can be
+    /// none here; logged once).
+    pub(super) fn regcache(&self) -> Option<&RegCache<Arc<Mr>>> {
+        self.regcache.get_or_init(|| open_regcache(self.mr_cache)).as_ref()
+    }
+
     /// The caller's buffer `[addr, addr + len)` registered for local
     /// access: from the registration cache, or registered now (and cached
     /// when the cache can watch it). `None` when registration fails even
@@ -724,7 +734,7 @@ impl VerbsTransport {
     /// limit) or the memory is read-only: the caller copies instead.
     fn user_region(&self, addr: *mut u8, len: usize) -> Option<Arc<Mr>> {
         let a = addr as usize;
-        if let Some(mr) = self.regcache.as_ref().and_then(|c| c.get(a, len)) {
+        if let Some(mr) = self.regcache().and_then(|c| c.get(a, len)) {
             return Some(mr);
         }
         let register = || {
@@ -743,7 +753,7 @@ impl VerbsTransport {
             Err(_) => return None,
         };
         let mr = Arc::new(mr);
-        if let Some(c) = &self.regcache {
+        if let Some(c) = self.regcache() {
             c.insert(a, len, mr.clone());
         }
         Some(mr)
@@ -753,7 +763,8 @@ impl VerbsTransport {
     /// under the locked-memory limit); how many.
     pub(super) fn release_cached(&self) -> usize {
         self.regcache
-            .as_ref()
+            .get()
+            .and_then(Option::as_ref)
             .map_or(0, |c| c.remove(|mr| Arc::strong_count(mr) == 1))
     }
 
@@ -801,7 +812,7 @@ impl VerbsTransport {
             }
         }
         if done.is_err() {
-            if let Some(c) = &self.regcache {
+            if let Some(c) = self.regcache.get().and_then(Option::as_ref) {
                 c.remove(|m| Arc::ptr_eq(m, &mr));
             }
         }
@@ -883,8 +894,8 @@ fn out_of_pinnable(e: &Error) -> bool {
     matches!(e.errno(), Some(nix::libc::ENOMEM | nix::libc::EAGAIN))
 }
 
-/// The registration cache `config` asks for, or `None` (logged).
-fn open_regcache(config: &Config) -> Option<RegCache<Arc<Mr>>> {
+/// The registration cache's bounds from `config`.
+fn cache_limits(config: &Config) -> Limits {
     let bytes = match config.mr_cache_bytes {
         0 => {
             const MAX: usize = 1 << 30;
@@ -895,10 +906,14 @@ fn open_regcache(config: &Config) -> Option<RegCache<Arc<Mr>>> {
         }
         n => n,
     };
-    let limits = Limits {
+    Limits {
         entries: config.mr_cache,
         bytes,
-    };
+    }
+}
+
+/// A registration cache within `limits`, or `None` (logged).
+fn open_regcache(limits: Limits) -> Option<RegCache<Arc<Mr>>> {
     match RegCache::new(limits) {
         Ok(c) => Some(c),
         Err(why) => {
@@ -926,7 +941,7 @@ impl Transport for VerbsTransport {
     fn stats(&self) -> TransportStats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let cache = self.regcache.as_ref().map(RegCache::stats).unwrap_or_default();
+        let cache = self.regcache.get().and_then(Option::as_ref).map(RegCache::stats).unwrap_or_default();
         TransportStats {
             ops_in_flight: self.ops.in_flight() + self.cells.in_flight(),
             rejected_completions: self.ops.rejected(),
