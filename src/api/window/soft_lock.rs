@@ -385,6 +385,9 @@ impl<T: Element> Window<'_, T> {
     /// A `put` (`acc` = None) or non-fetching accumulate to a pending
     /// target: stashed if it is the first operation and small enough
     /// (returns true: done), else the lock is acquired first (false: go on).
+    /// Inline: with no lock pending (every operation inside an acquired
+    /// epoch) it is two loads.
+    #[inline]
     pub(super) fn defer_op(
         &self,
         rank: usize,
@@ -395,6 +398,17 @@ impl<T: Element> Window<'_, T> {
         if !self.any_pending() {
             return Ok(false);
         }
+        self.defer_pending(rank, disp, data, acc)
+    }
+
+    #[inline(never)]
+    fn defer_pending(
+        &self,
+        rank: usize,
+        disp: usize,
+        data: &[T],
+        acc: Option<AnyOp>,
+    ) -> Result<bool> {
         let bytes = std::mem::size_of_val(data);
         let cpu_ok = match acc {
             None => true,

@@ -323,7 +323,8 @@ impl Aggregation {
     fn queue(&self, o: &Origin<'_>, rank: usize, e: &Entry<'_>) -> Result<()> {
         let id = o.window;
         let what = || format!("window {id}: waiting for another thread to ship rank {rank}'s batch");
-        let mut retry = wait::Waiter::new(o.timeout, &what);
+        // Made at the first retry: the common case queues at once.
+        let mut retry: Option<wait::Waiter<'_>> = None;
         loop {
             let q = {
                 let mut table = self.table(o)?;
@@ -346,7 +347,9 @@ impl Aggregation {
                 // Another thread of this window is shipping the elements.
                 Queued::Retry => {
                     o.transport.progress()?;
-                    retry.step()?;
+                    retry
+                        .get_or_insert_with(|| wait::Waiter::new(o.timeout, &what))
+                        .step()?;
                 }
             }
         }

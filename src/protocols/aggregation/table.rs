@@ -69,6 +69,11 @@ pub struct OpTable {
     ops: Local<OpElem>,
     // Round-robin position for issuing and choosing cleanup victims.
     cursor: usize,
+    // Where the last operation was queued (slot, index): a hint, checked
+    // before use (a target appears at most once in the table, so an
+    // element of the right rank there is the one), so a run of operations
+    // to one target skips the slot's division and search.
+    last: (usize, usize),
 }
 
 impl OpTable {
@@ -81,6 +86,7 @@ impl OpTable {
             targets: Local::new(c.win_target_elements),
             ops: Local::new(c.win_op_elements),
             cursor: 0,
+            last: (0, 0),
             shared,
         }
     }
@@ -89,10 +95,21 @@ impl OpTable {
         rank % self.slots.len()
     }
 
+    /// `rank`'s slot and its target element's index there, if it has one.
+    #[inline]
+    fn find(&self, rank: usize) -> (usize, Option<usize>) {
+        let (s, i) = self.last;
+        if self.slots.get(s).and_then(|l| l.get(i)).is_some_and(|t| t.rank == rank) {
+            return (s, Some(i));
+        }
+        let s = self.slot(rank);
+        (s, self.slots[s].iter().position(|t| t.rank == rank))
+    }
+
     /// Takes `rank`'s target element out of the table, if any.
     pub fn take(&mut self, rank: usize) -> Option<TargetElem> {
-        let s = self.slot(rank);
-        let i = self.slots[s].iter().position(|t| t.rank == rank)?;
+        let (s, i) = self.find(rank);
+        let i = i?;
         Some(self.slots[s].swap_remove(i))
     }
 
@@ -113,8 +130,7 @@ impl OpTable {
     pub fn queue(&mut self, rank: usize, e: &Entry<'_>) -> Queued {
         let need = e.encoded_size();
         let limit = self.shared.config.batch_bytes;
-        let s = self.slot(rank);
-        let pos = self.slots[s].iter().position(|t| t.rank == rank);
+        let (s, pos) = self.find(rank);
         if let Some(i) = pos {
             if self.slots[s][i].batch.len() + need > limit {
                 return Queued::Ship(self.slots[s].swap_remove(i));
@@ -153,6 +169,7 @@ impl OpTable {
                 self.slots[s].len() - 1
             }
         };
+        self.last = (s, i);
         let t = &mut self.slots[s][i];
         wire::push(&mut t.batch, e);
         t.ops.push(OpElem {
