@@ -2,8 +2,9 @@
 # Runs INSIDE the soft-RoCE guest (scripts/softroce-test.sh boots it): the
 # native verbs device tests, onesided-info, the README's laptop path
 # (rxe0 deleted and re-created with exactly the README's commands, then the
-# demo on the native back-end), the multi-process suites on the native
-# back-end, and the rma and atomics suites over libfabric's verbs;ofi_rxm.
+# demo on the native back-end), the multi-process suites and the fault
+# injection on the native back-end, and the rma and atomics suites over
+# libfabric's verbs;ofi_rxm.
 # Arguments: LIB_TEST_BIN BINS_FILE (lines "suite executable").
 # Prints one `SOFTROCE-COUNT` line per part; exits non-zero on the first
 # failing part (after the part finished, so its count is printed).
@@ -70,6 +71,13 @@ b=$(suite rma)
 ONESIDED_TEST_PROVIDERS=verbs-native ONESIDED_TEST_DIRECT=0 \
     "$b" --test-threads=1 --exact no_connection_to_uncontacted_peers 2>&1 | tee "$log"
 count "native rma no_connection_to_uncontacted_peers (8 ranks)" "$log" || status=1
+
+echo "== [guest] fault injection on the native back-end (tests/faults.rs, one try per case) =="
+# Rank 1 killed with SIGKILL at six points, 2 and 4 ranks: every survivor
+# must return Err within the bound and no rank may be left (docs/reliability.md).
+env ONESIDED_BACKEND=verbs ONESIDED_FAULT_STAGE=1 ONESIDED_FAULT_TIMEOUT=3 ONESIDED_FAULT_TRIES=1 \
+    "$(suite faults)" --nocapture 2>&1 | tee "$log"
+count "native fault injection" "$log" || status=1
 [ $status -eq 0 ] || exit $status
 
 if [ "${ONESIDED_SOFTROCE_SUITES:-1}" != "1" ]; then

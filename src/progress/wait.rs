@@ -82,6 +82,45 @@ fn nap(waited: Duration) -> Option<Duration> {
     Some((waited / 8).min(MAX_SLEEP))
 }
 
+thread_local! {
+    /// The deadline of the compound wait this thread is inside
+    /// ([`within`]): every wait nested in it ends there at the latest.
+    static OUTER: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every wait of this thread inside it — the transport's
+/// waits for each of its operations included — ending `limit` from now at
+/// the latest (`None`: no extra bound). A call made of several blocking
+/// steps (a lock acquisition polls the lock word with one atomic after
+/// another) thus fails within `ONESIDED_TIMEOUT` in all, not one timeout
+/// per step: an atomic to a peer that died in the middle of the wait
+/// would otherwise wait a whole timeout of its own. Nested calls keep the
+/// earlier deadline.
+pub(crate) fn within<R>(limit: Option<Duration>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OUTER.with(|o| o.set(self.0));
+        }
+    }
+    let prev = OUTER.with(|o| o.get());
+    let mine = limit.and_then(|l| Instant::now().checked_add(l));
+    let deadline = match (prev, mine) {
+        (Some(p), Some(m)) => Some(p.min(m)),
+        (p, m) => p.or(m),
+    };
+    OUTER.with(|o| o.set(deadline));
+    let _restore = Restore(prev);
+    f()
+}
+
+/// Whether this thread is inside [`within`] and its deadline has passed.
+pub(crate) fn outer_passed() -> bool {
+    OUTER
+        .with(|o| o.get())
+        .is_some_and(|d| Instant::now() >= d)
+}
+
 /// A wait in progress: the start, the deadline and the back-off state.
 pub(crate) struct Waiter<'w> {
     /// Read from the clock at the first unsuccessful check, so that a wait
@@ -115,13 +154,23 @@ impl<'w> Waiter<'w> {
     pub(crate) fn step(&mut self) -> Result<()> {
         let spin = POLL_SPIN_US.load(Ordering::Relaxed);
         if self.limit.is_some() || spin > 0 || self.backoff.is_completed() {
-            match self.start {
+            let read = match self.start {
                 // The first step only starts the clock: nothing was waited.
-                None => self.start = Some(Instant::now()),
-                Some(start) if self.steps % CLOCK_EVERY == 0 => self.waited = start.elapsed(),
-                Some(_) => {}
-            }
+                None => {
+                    self.start = Some(Instant::now());
+                    true
+                }
+                Some(start) if self.steps % CLOCK_EVERY == 0 => {
+                    self.waited = start.elapsed();
+                    true
+                }
+                Some(_) => false,
+            };
             self.steps = self.steps.wrapping_add(1);
+            if read && outer_passed() {
+                let secs = self.limit.map_or(0, |l| l.as_secs());
+                return Err(Error::timeout((self.what)(), secs));
+            }
         }
         if let Some(limit) = self.limit {
             if self.waited > limit {
@@ -247,6 +296,39 @@ pub(crate) fn until_local(
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{within, Waiter};
+
+    /// A wait nested in `within` ends at the outer deadline, long before
+    /// its own limit; outside it (and after it) its own limit holds again.
+    #[test]
+    fn a_nested_wait_ends_at_the_outer_deadline() {
+        let what = || "the nested wait".to_string();
+        let start = Instant::now();
+        let err = within(Some(Duration::from_millis(50)), || {
+            // Nested scopes keep the earlier deadline.
+            within(Some(Duration::from_secs(3600)), || {
+                let mut w = Waiter::new(Some(Duration::from_secs(20)), &what);
+                loop {
+                    if let Err(e) = w.step() {
+                        return e;
+                    }
+                }
+            })
+        });
+        assert!(err.to_string().contains("the nested wait"), "{err}");
+        // Not its own 20 s limit (the deadline is 50 ms; 10 s of slack for
+        // a loaded machine).
+        assert!(start.elapsed() < Duration::from_secs(10), "ended by its own limit");
+        assert!(!super::outer_passed(), "the deadline outlived its scope");
+        // Outside: ten steps of an hour-long wait do not time out.
+        let mut w = Waiter::new(Some(Duration::from_secs(3600)), &what);
+        for _ in 0..10 {
+            w.step().expect("no outer deadline any more");
+        }
+    }
+
     #[test]
     fn spins_only_where_every_local_rank_has_a_cpu() {
         use super::spin_fits;

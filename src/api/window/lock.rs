@@ -27,6 +27,7 @@ use crate::api::world::World;
 use crate::config::LockMode;
 use crate::epoch::{Assert, LockType, Permit};
 use crate::error::{Error, Result};
+use crate::progress::wait;
 use crate::meta::directory::{self, Descriptor};
 use crate::meta::mappings::{FLAG_CPU_ATOMICS, FLAG_SHARED};
 use crate::meta::targets::{Hold, Mapped};
@@ -275,7 +276,41 @@ impl<T: Element> Window<'_, T> {
         let at = self.lock_word(rank)?;
         let id = self.id;
         let what = move || format!("waiting for a {kind:?} lock of rank {rank} (window {id})");
-        let mut wait = self.backoff(&what);
+        let mut backoff = self.backoff(&what);
+        // The wait for the lock ends at the timeout; each atomic on the
+        // word is a wait of its own, ended (with its queue pair or
+        // connection) if it is still unanswered an eighth of the timeout
+        // later — a target that died while we polled its word — instead of
+        // a whole timeout of its own per atomic. The same bound for the
+        // writer's withdrawal after a failure: a live target answers it in
+        // microseconds, a dead one must not cost another timeout.
+        let bound = self.world.config.timeout.map(|l| (l + l / 8, l / 8));
+        let mut announced = false;
+        let got = wait::within(bound.map(|b| b.0), || {
+            self.lock_word_wait(rank, kind, at, (&mut backoff, &mut announced), before_wait)
+        });
+        if got.is_err() && announced {
+            // Withdraw the announcement so readers are not blocked by a
+            // writer that gave up (best effort: the word may be
+            // unreachable, which is what failed).
+            wait::within(bound.map(|b| b.1), || {
+                let _ = self.word_add(rank, at, WRITER.wrapping_neg());
+            });
+        }
+        got
+    }
+
+    /// The lock-word protocol of [`Window::acquire_lock`] (hardware path).
+    /// Sets `announced` once an exclusive locker announced itself: on an
+    /// error after that, the caller withdraws the announcement.
+    fn lock_word_wait(
+        &self,
+        rank: usize,
+        kind: LockType,
+        at: RemoteAddr,
+        (wait, announced): (&mut Backoff<'_>, &mut bool),
+        before_wait: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
         let t = self.world.transport();
         match kind {
             LockType::Shared => loop {
@@ -305,14 +340,8 @@ impl<T: Element> Window<'_, T> {
                 }
                 // Announce: from now on new readers back off.
                 let seen = self.word_add(rank, at, WRITER)?.wrapping_add(WRITER);
-                let got = self.take_exclusive(rank, at, seen, &mut wait);
-                if got.is_err() {
-                    // Withdraw the announcement so readers are not blocked
-                    // by a writer that gave up (best effort: the word may be
-                    // unreachable, which is what failed).
-                    let _ = self.word_add(rank, at, WRITER.wrapping_neg());
-                }
-                got
+                *announced = true;
+                self.take_exclusive(rank, at, seen, wait)
             }
         }
     }

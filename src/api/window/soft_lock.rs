@@ -165,9 +165,16 @@ impl<T: Element> Window<'_, T> {
             }
             wait.pause(|| t.progress())
         };
-        self.lock_origin()
-            .take(rank, kind, op, release, &mut pause)
-            .map_err(|e| e.awaiting(rank))
+        // As on the hardware path (`Window::acquire_lock`): the requests
+        // and polls end with the wait, and the withdrawal after a timeout
+        // has an eighth of the timeout, so a target that dies while we wait
+        // costs one timeout in all, not one per request.
+        let bound = self.world.config.timeout.map(|l| l + l / 8);
+        crate::progress::wait::within(bound, || {
+            self.lock_origin()
+                .take(rank, kind, op, release, &mut pause)
+                .map_err(|e| e.awaiting(rank))
+        })
     }
 
     /// Blocking acquire of `kind` on `rank` (lock_all's shared locks,

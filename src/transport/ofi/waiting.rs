@@ -23,7 +23,7 @@ pub fn backoff(round: &mut u32) {
 }
 
 fn timed_out(t: &OfiTransport, start: Instant) -> bool {
-    t.timeout.is_some_and(|limit| start.elapsed() > limit)
+    t.timeout.is_some_and(|limit| start.elapsed() > limit) || crate::progress::wait::outer_passed()
 }
 
 /// Calls `post` until it stops returning `-FI_EAGAIN`. On failure the
