@@ -228,8 +228,14 @@ impl InfoList {
                 .find(|e| e.provider() == name)
                 .or_else(|| list.iter().find(|e| e.core_provider() == name))
                 .ok_or_else(|| {
-                    let mut seen: Vec<String> = list.iter().map(|e| e.provider()).collect();
-                    seen.dedup();
+                    // One entry per provider name (a provider lists one
+                    // entry per interface and address format).
+                    let mut seen: Vec<String> = Vec::new();
+                    for p in list.iter().map(|e| e.provider()) {
+                        if !seen.contains(&p) {
+                            seen.push(p);
+                        }
+                    }
                     Error::NoProvider(format!(
                         "ONESIDED_PROVIDER={name} is not available with RDM endpoints and RMA; available: {}",
                         seen.join(", ")
