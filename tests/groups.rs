@@ -126,6 +126,19 @@ fn groups() {
     // The groups work at different paces: the odd group creates two more
     // windows and runs more collectives than the even one.
     let world_win = Window::<u64>::allocate(&world, 2).unwrap();
+    // The window's group (MPI_Win_get_group): the world's here, the row's
+    // below (its ranks in reverse world order).
+    assert_eq!((world_win.rank(), world_win.size()), (me, p));
+    assert_eq!(world_win.world_rank(p - 1), Some(p - 1));
+    assert_eq!(world_win.world_rank(p), None);
+    {
+        let w = Window::<u32>::allocate(&row, 1).unwrap();
+        assert_eq!((w.rank(), w.size()), (row.rank(), row.size()));
+        let translated: Vec<usize> = (0..w.size()).filter_map(|r| w.world_rank(r)).collect();
+        assert_eq!(translated, mine);
+        assert_eq!(w.world_rank(w.size()), None);
+        drop(w.into_vec().unwrap());
+    }
     if me % 2 == 1 {
         for _ in 0..2 {
             let w = Window::<u8>::allocate(&row, 3).unwrap();

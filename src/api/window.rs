@@ -444,6 +444,30 @@ impl<'a, T: Element> Window<'a, T> {
         self.info.in_effect(self.same_len)
     }
 
+    /// This process's rank in the window: its rank in the group the window
+    /// was created over, or its world rank for a window over the world
+    /// (MPI_Comm_rank of the group from MPI_Win_get_group). The ranks every
+    /// operation of the window takes are these.
+    pub fn rank(&self) -> usize {
+        self.window_rank(self.me)
+    }
+
+    /// The number of processes of the window (MPI_Group_size of
+    /// MPI_Win_get_group): valid target ranks are `0..size()`. Not to be
+    /// confused with [`Window::len`] (elements) or [`Window::size_bytes`].
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The world rank of the window's rank `rank` (MPI_Win_get_group with
+    /// MPI_Group_translate_ranks), or `None` when `rank` is out of range.
+    pub fn world_rank(&self, rank: usize) -> Option<usize> {
+        (rank < self.size).then(|| match &self.group {
+            Some(g) => g.world_rank(rank),
+            None => rank,
+        })
+    }
+
     /// How the window was created (MPI_WIN_CREATE_FLAVOR).
     pub fn flavor(&self) -> Flavor {
         self.flavor
