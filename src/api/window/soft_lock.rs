@@ -405,17 +405,12 @@ impl<T: Element> Window<'_, T> {
         if !self.any_pending() {
             return Ok(false);
         }
-        self.defer_pending(rank, disp, data, acc)
+        self.defer_pending((rank, disp), data, acc)
     }
 
+    /// [`Window::defer_op`] with a lock pending or being acquired.
     #[inline(never)]
-    fn defer_pending(
-        &self,
-        rank: usize,
-        disp: usize,
-        data: &[T],
-        acc: Option<AnyOp>,
-    ) -> Result<bool> {
+    fn defer_pending(&self, (rank, disp): (usize, usize), data: &[T], acc: Option<AnyOp>) -> Result<bool> {
         let bytes = std::mem::size_of_val(data);
         let cpu_ok = match acc {
             None => true,
