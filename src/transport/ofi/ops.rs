@@ -35,7 +35,7 @@
 
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::cq::OpContext;
 
@@ -148,6 +148,20 @@ impl ContextTable {
         slot.reserved = true;
         slot.op = Some(op);
         token(i, slot.generation)
+    }
+
+    /// Whether an operation the provider still holds counts on `done`
+    /// (as its own tracker or its group's). A scan of the table: called
+    /// only when a wait has run out of time. A broken table answers yes
+    /// (the safe answer: something may still be in flight).
+    pub fn tracks(&self, done: &super::super::Completion) -> bool {
+        let Ok(slab) = self.slab.lock() else {
+            return true;
+        };
+        slab.slots.iter().filter_map(|s| s.op.as_ref()).any(|op| {
+            std::ptr::eq(Arc::as_ptr(&op.done), done)
+                || op.group.as_ref().is_some_and(|g| std::ptr::eq(Arc::as_ptr(g), done))
+        })
     }
 
     /// Takes the operation of `token` back, if the token is valid.
