@@ -30,7 +30,10 @@ fn main() -> onesided::Result<()> {
     let initial = |r: usize, g: usize| (r * 7919 + g * 104_729) as f64 * 1e-3;
 
     let mut win = Window::<f64>::allocate(&world, rows * width)?;
-    let mut grid = vec![0.0f64; rows * width];
+    // The origin of the column puts, in memory from `alloc_mem`
+    // (MPI_Alloc_mem): huge pages for a large grid, so a column walks a
+    // few pages instead of one per row.
+    let mut grid = world.alloc_mem::<f64>(rows * width)?;
     for r in 0..rows {
         for c in 1..=cols {
             grid[at(r, c)] = initial(r, global(me, c));

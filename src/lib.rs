@@ -59,6 +59,7 @@ mod fuzz;
 pub mod launcher;
 pub mod stats;
 
+pub use api::buffer::Buffer;
 pub use api::element::{Element, Integer};
 pub use api::group::{Comm, CommRef, Group};
 pub use api::layout::Layout;

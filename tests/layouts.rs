@@ -132,6 +132,79 @@ fn layouts() {
 
 spmd_test!(noncontiguous_put_get_accumulate, &[2, 3], layouts);
 
+/// `World::alloc_mem` buffers (MPI_Alloc_mem) as the origin of a strided
+/// put and the destination of a strided get: a 1024 x 520 i64 grid (over
+/// 4 MiB, so on huge pages where the kernel allows) puts two columns into
+/// the right neighbour's window; a get of the left neighbour's whole
+/// window lands in a second buffer with a stride. Every element of both
+/// windows and of the got buffer is checked.
+fn alloc_mem_buffers() {
+    const R: usize = 1024;
+    const C: usize = 520;
+    let world = World::init().unwrap();
+    let (me, p) = (world.rank(), world.size());
+    let (left, right) = ((me + p - 1) % p, (me + 1) % p);
+    let mut grid = world.alloc_mem::<i64>(R * C).unwrap();
+    assert_eq!(grid.len(), R * C);
+    assert!(grid.iter().all(|&x| x == 0), "alloc_mem must zero");
+    for (i, x) in grid.iter_mut().enumerate() {
+        *x = value(me, i);
+    }
+    assert!(world.alloc_mem::<u8>(0).unwrap().is_empty());
+    let e = world.alloc_mem::<u64>(usize::MAX / 2).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+
+    let mut win = Window::<i64>::allocate(&world, R * 2).unwrap();
+    let column = Layout::vector(R, 1, C).unwrap();
+    let packed = Layout::vector(R, 1, 2).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    // Columns 1 and C - 2 of my grid into the right neighbour's window,
+    // interleaved: element 2r is column 1, 2r + 1 column C - 2.
+    win.put_layout(right, 0, &packed, &grid[1..], &column)
+        .unwrap();
+    win.put_layout(right, 1, &packed, &grid[C - 2..], &column)
+        .unwrap();
+    win.fence(Assert::NONE).unwrap();
+    let want: Vec<i64> = (0..R)
+        .flat_map(|r| [value(left, r * C + 1), value(left, r * C + C - 2)])
+        .collect();
+    same(
+        &win.local_to_vec().unwrap(),
+        &want,
+        "after puts from alloc_mem",
+    );
+
+    // The left neighbour's window into every third element of a buffer.
+    let mut got = world.alloc_mem::<i64>(R * 2 * 3).unwrap();
+    got.fill(-1);
+    let ll = (left + p - 1) % p;
+    win.get_layout(
+        left,
+        0,
+        &Layout::contiguous(R * 2),
+        &mut got,
+        &Layout::vector(R * 2, 1, 3).unwrap(),
+    )
+    .unwrap();
+    win.fence(Assert::NOSUCCEED).unwrap();
+    let mut want_got = vec![-1i64; R * 2 * 3];
+    for r in 0..R {
+        want_got[6 * r] = value(ll, r * C + 1);
+        want_got[6 * r + 3] = value(ll, r * C + C - 2);
+    }
+    same(&got, &want_got, "after a get into alloc_mem");
+    // The grid is untouched by being an origin.
+    assert!(grid.iter().enumerate().all(|(i, &x)| x == value(me, i)));
+    world.barrier().unwrap();
+    win.free().unwrap();
+}
+
+spmd_test!(
+    alloc_mem_buffers_as_origin_and_destination,
+    &[2, 3],
+    alloc_mem_buffers
+);
+
 /// Blocks too large for batches (800 and 2,400 bytes) in runs of 7 and 9:
 /// a back-end with scatter-gather RMA (`Caps::rma_ranges` > 1: libfabric's
 /// `fi_writemsg`/`fi_readmsg` with several remote ranges) moves each run

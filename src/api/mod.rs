@@ -1,5 +1,6 @@
 //! The public API: [`World`], [`Window`], [`Request`].
 
+pub mod buffer;
 pub mod element;
 pub mod group;
 pub mod layout;

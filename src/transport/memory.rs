@@ -156,6 +156,62 @@ impl Memory<'static> {
     }
 }
 
+/// Memory of the caller's own (`onesided::Buffer`, MPI_Alloc_mem): allocated
+/// as a window is (zeroed, page-aligned, huge pages for large ones) but
+/// never exposed — no window, peer or provider holds it except for the
+/// length of an operation that borrows it like any user slice — so it is
+/// handed out as ordinary Rust slices.
+///
+/// Invariant: `mem` is never given to anything else (no `Memory` method
+/// that exposes it is called), so the only accesses to its bytes are
+/// through the slices below, under Rust's borrow rules.
+pub struct Private<T> {
+    mem: Memory<'static>,
+    len: usize,
+    _elem: PhantomData<T>,
+}
+
+impl<T: bytemuck::Pod> Private<T> {
+    /// `len` zeroed elements; with `huge`, 4 MiB or more are advised for
+    /// transparent huge pages (as [`Memory::allocate_with`]).
+    ///
+    /// # Errors
+    /// The size overflows, `T` needs more than page alignment, or the
+    /// allocation fails.
+    pub fn zeroed(len: usize, huge: bool) -> Result<Private<T>> {
+        if std::mem::align_of::<T>() > WINDOW_ALIGN {
+            return Err(Error::InvalidArgument(format!(
+                "a buffer of an element type aligned to {} bytes (at most {WINDOW_ALIGN})",
+                std::mem::align_of::<T>()
+            )));
+        }
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::InvalidArgument(format!("a buffer of {len} elements: too large"))
+        })?;
+        Ok(Private {
+            mem: Memory::allocate_with(bytes, huge)?,
+            len,
+            _elem: PhantomData,
+        })
+    }
+
+    /// The elements.
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `mem` holds at least `len * size_of::<T>()` zeroed-then-
+        // written bytes (any bit pattern is a valid `T: Pod`), aligned to a
+        // page (≥ align_of::<T>(), checked in `zeroed`), alive as long as
+        // `self`; by the invariant nothing but these slices reaches them,
+        // and `&self` excludes the mutable one.
+        unsafe { std::slice::from_raw_parts(self.mem.ptr.as_ptr().cast::<T>(), self.len) }
+    }
+
+    /// The elements, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as `as_slice`; `&mut self` makes this the only slice.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.as_ptr().cast::<T>(), self.len) }
+    }
+}
+
 impl<'a> Memory<'a> {
     /// Whether this is a `Vec<T>` given to [`Memory::from_vec`].
     pub fn owns_vec<T: bytemuck::Pod + Send + Sync>(&self) -> bool {
@@ -784,5 +840,31 @@ mod huge_tests {
         assert!(matches!(small.owner, Owner::Library(_)));
         let tiny = Memory::allocate_with(4096, true).unwrap();
         assert!(matches!(tiny.owner, Owner::Library(_)));
+    }
+
+    #[test]
+    fn private_buffers_are_zeroed_slices_on_huge_pages() {
+        let n = HUGE_MIN / 8 + 3;
+        let mut b = Private::<u64>::zeroed(n, true).unwrap();
+        assert_eq!(b.as_slice().len(), n);
+        assert_eq!(b.as_slice().as_ptr() as usize % HUGE_PAGE, 0);
+        assert!(b.as_slice().iter().all(|&x| x == 0), "zeroed");
+        b.as_mut_slice()[n - 1] = 7;
+        assert_eq!(b.as_slice()[n - 1], 7);
+        let small = Private::<u16>::zeroed(5, true).unwrap();
+        assert_eq!(small.as_slice(), &[0; 5]);
+        assert_eq!(small.as_slice().as_ptr() as usize % WINDOW_ALIGN, 0);
+        assert!(Private::<u8>::zeroed(0, true).unwrap().as_slice().is_empty());
+        assert!(matches!(
+            Private::<u64>::zeroed(usize::MAX / 4, true),
+            Err(Error::InvalidArgument(_))
+        ));
+        #[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
+        #[repr(C, align(8192))]
+        struct Wide([u8; 4096], [u8; 4096]);
+        assert!(matches!(
+            Private::<Wide>::zeroed(1, false),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

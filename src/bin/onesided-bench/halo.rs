@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use onesided::{Assert, Layout, Window, World};
+use onesided::{Assert, Buffer, Layout, Window, World};
 
 /// The side of each rank's block (the result's "size").
 pub const HALO_N: usize = 1024;
@@ -21,8 +21,11 @@ fn value(owner: usize, r: usize, c: usize) -> f64 {
 
 pub struct Halo<'w> {
     win: Window<'w, f64>,
-    /// This rank's block with empty halos: the origin of the puts.
-    grid: Vec<f64>,
+    /// This rank's block with empty halos: the origin of the puts, in
+    /// memory from `World::alloc_mem` (as an MPI program would take it from
+    /// `MPI_Alloc_mem`; `rma_bench.c` puts from its window): huge pages,
+    /// so the column reads walk five pages, not 1,024.
+    grid: Buffer<f64>,
     /// One column of the row-major block, from its first row.
     column: Layout,
     left: usize,
@@ -33,7 +36,7 @@ impl<'w> Halo<'w> {
     /// Collective: every rank allocates its block.
     pub fn allocate(world: &'w World) -> onesided::Result<Self> {
         let (rank, n) = (world.rank(), world.size());
-        let mut grid = vec![0.0; HALO_N * W];
+        let mut grid = world.alloc_mem::<f64>(HALO_N * W)?;
         for r in 0..HALO_N {
             for c in 1..=HALO_N {
                 grid[r * W + c] = value(rank, r, c);
