@@ -136,8 +136,10 @@ spmd_test!(noncontiguous_put_get_accumulate, &[2, 3], layouts);
 /// put and the destination of a strided get: a 1024 x 520 i64 grid (over
 /// 4 MiB, so on huge pages where the kernel allows) puts two columns into
 /// the right neighbour's window; a get of the left neighbour's whole
-/// window lands in a second buffer with a stride. Every element of both
-/// windows and of the got buffer is checked.
+/// window lands in a second buffer with a stride. Then puts whose origin
+/// is the window itself (`put_layout_from_window`), to a peer and to
+/// oneself, and one whose origin runs past the window (refused). Every
+/// element of every window and of the got buffer is checked.
 fn alloc_mem_buffers() {
     const R: usize = 1024;
     const C: usize = 520;
@@ -197,6 +199,42 @@ fn alloc_mem_buffers() {
     assert!(grid.iter().enumerate().all(|(i, &x)| x == value(me, i)));
     world.barrier().unwrap();
     win.free().unwrap();
+
+    // Puts whose origin is the window itself (MPI_Put with its origin
+    // buffer in the window): an R x 3 grid; column 1 goes to the right
+    // neighbour's column 0 and to my own column 2.
+    let mut w3 = Window::<i64>::allocate(&world, R * 3).unwrap();
+    let mine: Vec<i64> = (0..R * 3).map(|i| value(me, i)).collect();
+    w3.local_write(0, &mine).unwrap();
+    let col = Layout::vector(R, 1, 3).unwrap();
+    w3.fence(Assert::NONE).unwrap();
+    w3.put_layout_from_window(right, 0, &col, 1, &col).unwrap();
+    w3.put_layout_from_window(me, 2, &col, 1, &col).unwrap();
+    let e = w3
+        .put_layout_from_window(
+            right,
+            0,
+            &Layout::contiguous(4),
+            R * 3 - 2,
+            &Layout::contiguous(4),
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfWindow, "{e}");
+    w3.fence(Assert::NOSUCCEED).unwrap();
+    let want3: Vec<i64> = (0..R * 3)
+        .map(|i| match i % 3 {
+            0 => value(left, i + 1),
+            1 => value(me, i),
+            _ => value(me, i - 1),
+        })
+        .collect();
+    same(
+        &w3.local_to_vec().unwrap(),
+        &want3,
+        "after puts from the window",
+    );
+    world.barrier().unwrap();
+    w3.free().unwrap();
 }
 
 spmd_test!(

@@ -146,6 +146,70 @@ impl<T: Element> Window<'_, T> {
         })
     }
 
+    /// Writes elements of this process's own window — those
+    /// `origin_layout` names, counted from `origin_disp` — into the
+    /// elements of `rank`'s window that `target` names, counted from
+    /// `disp`: MPI_Put with its origin buffer inside the window, as halo
+    /// exchanges are written (the boundary column a rank sends lies next
+    /// to the halo column it receives, in the same cache lines).
+    ///
+    /// The origin elements are read when the call is made, with atomic
+    /// loads (peers may write other parts of the window meanwhile; as in
+    /// MPI, origin elements that a peer writes in the same epoch hold
+    /// undefined values, never unsafety). `rank` may be this process.
+    ///
+    /// # Errors
+    /// As [`Window::put_layout`]; [`Error::OutOfWindow`] (naming this
+    /// rank) if `origin_layout` from `origin_disp` does not fit in this
+    /// process's window; [`Error::InvalidArgument`] on a dynamic window,
+    /// whose memory is not one region.
+    pub fn put_layout_from_window(
+        &self,
+        rank: usize,
+        disp: usize,
+        target: &Layout,
+        origin_disp: usize,
+        origin_layout: &Layout,
+    ) -> Result<()> {
+        if self.is_dynamic() {
+            return Err(Error::InvalidArgument(format!(
+                "window {}: put_layout_from_window on a dynamic window (its memory is not \
+                 one region: put from the attached Vec instead)",
+                self.id
+            )));
+        }
+        let end = origin_disp.checked_add(origin_layout.extent());
+        if end.is_none_or(|e| e > self.len()) {
+            return Err(Error::OutOfWindow {
+                window: self.id,
+                rank: self.rank(),
+                offset: origin_disp,
+                len: origin_layout.extent(),
+                window_len: self.len(),
+                unattached: None,
+            });
+        }
+        let size = std::mem::size_of::<T>();
+        let mut packed = vec![T::zeroed(); origin_layout.len()];
+        let mut pos = 0;
+        for_runs(origin_layout, |at, (n, stride), count| {
+            let out: &mut [u8] = bytemuck::cast_slice_mut(&mut packed[pos..pos + n * count]);
+            pos += n * count;
+            self.mem.read_strided(
+                (origin_disp + at) * size,
+                (n * size, stride * size),
+                out,
+            )
+        })?;
+        self.put_layout(
+            rank,
+            disp,
+            target,
+            &packed,
+            &Layout::contiguous(packed.len()),
+        )
+    }
+
     /// The remote ranges of `blocks` (elements from byte `off` of the
     /// window that `d` describes), for a scatter put or gather get.
     fn ranges(
