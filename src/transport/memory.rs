@@ -404,20 +404,9 @@ impl<'a> Memory<'a> {
         (block, stride): (usize, usize),
         data: &[u8],
     ) -> Result<()> {
-        if block == 0 || data.len() % block != 0 || stride < block {
-            return Err(Error::InvalidArgument(format!(
-                "strided write of {} bytes in {block}-byte blocks {stride} bytes apart",
-                data.len()
-            )));
-        }
-        let count = data.len() / block;
-        if count == 0 {
+        if !self.check_strided("write", offset, (block, stride), data.len())? {
             return Ok(());
         }
-        let span = stride
-            .checked_mul(count - 1)
-            .and_then(|s| s.checked_add(block));
-        self.check(offset, span.unwrap_or(usize::MAX))?;
         let base = self.ptr.as_ptr().wrapping_add(offset);
         if block == 8 && base as usize % 8 == 0 && stride % 8 == 0 {
             // Aligned words (a column of f64 or u64): one store per block.
@@ -444,6 +433,31 @@ impl<'a> Memory<'a> {
         Ok(())
     }
 
+    /// Checks a strided access of `len` bytes in `block`-byte blocks
+    /// `stride` bytes apart from `offset`: `Ok(false)` if it moves nothing.
+    fn check_strided(
+        &self,
+        what: &str,
+        offset: usize,
+        (block, stride): (usize, usize),
+        len: usize,
+    ) -> Result<bool> {
+        if block == 0 || len % block != 0 || stride < block {
+            return Err(Error::InvalidArgument(format!(
+                "strided {what} of {len} bytes in {block}-byte blocks {stride} bytes apart"
+            )));
+        }
+        let count = len / block;
+        if count == 0 {
+            return Ok(false);
+        }
+        let span = stride
+            .checked_mul(count - 1)
+            .and_then(|s| s.checked_add(block));
+        self.check(offset, span.unwrap_or(usize::MAX))?;
+        Ok(true)
+    }
+
     /// Reads whole blocks of `block` bytes into `out`, block `i` from
     /// byte `offset + i × stride` (the gather of a strided origin in one's
     /// own window: one bounds check and one fence for all blocks; relaxed
@@ -457,20 +471,9 @@ impl<'a> Memory<'a> {
         (block, stride): (usize, usize),
         out: &mut [u8],
     ) -> Result<()> {
-        if block == 0 || out.len() % block != 0 || stride < block {
-            return Err(Error::InvalidArgument(format!(
-                "strided read of {} bytes in {block}-byte blocks {stride} bytes apart",
-                out.len()
-            )));
-        }
-        let count = out.len() / block;
-        if count == 0 {
+        if !self.check_strided("read", offset, (block, stride), out.len())? {
             return Ok(());
         }
-        let span = stride
-            .checked_mul(count - 1)
-            .and_then(|s| s.checked_add(block));
-        self.check(offset, span.unwrap_or(usize::MAX))?;
         fence(Ordering::Acquire);
         let base = self.ptr.as_ptr().wrapping_add(offset);
         if block == 8 && base as usize % 8 == 0 && stride % 8 == 0 {

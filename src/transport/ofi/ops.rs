@@ -227,13 +227,14 @@ impl ContextTable {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::Arc;
 
     use super::*;
     use crate::transport::Completion;
 
-    fn op(done: &Arc<Completion>) -> OpContext {
+    /// An operation counted on `done` (never posted).
+    pub(in crate::transport::ofi) fn op(done: &Arc<Completion>) -> OpContext {
         OpContext {
             done: done.clone(),
             group: None,

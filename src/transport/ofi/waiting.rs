@@ -154,7 +154,6 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use super::super::cq::OpContext;
     use super::super::ops::Insert;
     use super::super::OfiTransport;
     use crate::config::Config;
@@ -205,16 +204,7 @@ mod tests {
         let done = Arc::new(Completion::new());
         done.add();
         // An entry the provider never completes (never posted).
-        let op = OpContext {
-            done: done.clone(),
-            group: None,
-            _mr: Vec::new(),
-            _keep: None,
-            what: "test",
-            target: 0,
-            msg: None,
-            on_fail: None,
-        };
+        let op = super::super::ops::tests::op(&done);
         assert!(matches!(t.ops.try_insert(op), Insert::Token(_)));
         let start = Instant::now();
         let r = within(Some(Duration::from_millis(10)), || {
