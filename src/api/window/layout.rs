@@ -171,6 +171,7 @@ impl<T: Element> Window<'_, T> {
         origin_disp: usize,
         origin_layout: &Layout,
     ) -> Result<()> {
+        self.alive("put_layout_from_window")?;
         if self.is_dynamic() {
             return Err(Error::InvalidArgument(format!(
                 "window {}: put_layout_from_window on a dynamic window (its memory is not \
@@ -178,28 +179,16 @@ impl<T: Element> Window<'_, T> {
                 self.id
             )));
         }
-        let end = origin_disp.checked_add(origin_layout.extent());
-        if end.is_none_or(|e| e > self.len()) {
-            return Err(Error::OutOfWindow {
-                window: self.id,
-                rank: self.rank(),
-                offset: origin_disp,
-                len: origin_layout.extent(),
-                window_len: self.len(),
-                unattached: None,
-            });
-        }
+        // As `local_read` checks its range (OutOfWindow naming this rank).
+        let base = self.local_range(origin_disp, origin_layout.extent())?;
         let size = std::mem::size_of::<T>();
         let mut packed = vec![T::zeroed(); origin_layout.len()];
         let mut pos = 0;
         for_runs(origin_layout, |at, (n, stride), count| {
             let out: &mut [u8] = bytemuck::cast_slice_mut(&mut packed[pos..pos + n * count]);
             pos += n * count;
-            self.mem.read_strided(
-                (origin_disp + at) * size,
-                (n * size, stride * size),
-                out,
-            )
+            self.mem
+                .read_strided(base + at * size, (n * size, stride * size), out)
         })?;
         self.put_layout(
             rank,

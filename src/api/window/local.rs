@@ -39,7 +39,7 @@ impl<T: Element> Window<'_, T> {
         Ok(v)
     }
 
-    fn local_range(&self, disp: usize, n: usize) -> Result<usize> {
+    pub(super) fn local_range(&self, disp: usize, n: usize) -> Result<usize> {
         match disp.checked_add(n) {
             Some(end) if end <= self.len => Ok(disp * std::mem::size_of::<T>()),
             _ => Err(Error::OutOfWindow {
