@@ -7,7 +7,8 @@
  * are checked, then a window over the program's own memory and a dynamic
  * window, request-based rput/rget/raccumulate and a node-shared window
  * read through its pointers, a halo exchange of strided columns with
- * layouts (MPI's derived datatypes), window hints and attributes,
+ * layouts (MPI's derived datatypes), from memory of onesided_alloc_mem and
+ * from the window itself, window hints and attributes,
  * rget_accumulate with request sets (waitany/testany/testall/waitall) and
  * get_accumulate with layouts, put_signal/wait_until, then groups: the ranks split by parity, each
  * half sums its ranks and runs a ring of puts over a window of its own,
@@ -390,7 +391,9 @@ int main(void)
      * neighbour's column 0 and column COLS-2 to the left neighbour's
      * column COLS-1 (strided on both sides). */
     enum { ROWS = 40, COLS = 6 };
-    int64_t grid[ROWS * COLS];
+    /* The origin grid from onesided_alloc_mem (MPI_Alloc_mem). */
+    int64_t *grid = NULL;
+    CHECK(onesided_alloc_mem(world, ROWS * COLS * sizeof(int64_t), (void **)&grid));
     for (int i = 0; i < ROWS * COLS; i++)
         grid[i] = (int64_t)me * 100000 + i;
     onesided_win_t hw = 0;
@@ -409,17 +412,33 @@ int main(void)
            ONESIDED_ERR_OUT_OF_WINDOW);
     CHECK(onesided_fence(hw, 0));
     int64_t halo[ROWS * COLS];
-    CHECK(onesided_win_read_local(hw, ONESIDED_INT64, 0, halo, ROWS * COLS));
-    for (int r = 0; r < ROWS; r++) {
-        int64_t wl = (int64_t)left * 100000 + r * COLS + 1;
-        int64_t wr = (int64_t)right * 100000 + r * COLS + COLS - 2;
-        if (halo[r * COLS] != wl || halo[r * COLS + COLS - 1] != wr) {
-            fprintf(stderr, "[%zu] halo row %d: %" PRId64 ", %" PRId64 "\n", me, r,
-                    halo[r * COLS], halo[r * COLS + COLS - 1]);
-            return 1;
+    /* Round 0 puts from the grid; round 1 from the window itself (the
+     * grid copied in first), as MPI halo codes put from their window. */
+    for (int round = 0; round < 2; round++) {
+        CHECK(onesided_win_read_local(hw, ONESIDED_INT64, 0, halo, ROWS * COLS));
+        for (int r = 0; r < ROWS; r++) {
+            int64_t wl = (int64_t)left * 100000 + r * COLS + 1;
+            int64_t wr = (int64_t)right * 100000 + r * COLS + COLS - 2;
+            if (halo[r * COLS] != wl || halo[r * COLS + COLS - 1] != wr) {
+                fprintf(stderr, "[%zu] halo round %d, row %d: %" PRId64 ", %" PRId64 "\n", me,
+                        round, r, halo[r * COLS], halo[r * COLS + COLS - 1]);
+                return 1;
+            }
         }
+        CHECK(onesided_fence(hw, 0));
+        if (round == 1)
+            break;
+        CHECK(onesided_win_write_local(hw, ONESIDED_INT64, 0, grid, ROWS * COLS));
+        CHECK(onesided_fence(hw, 0));
+        CHECK(onesided_put_layout_from_window(hw, ONESIDED_INT64, 0, c1, right, 0, column));
+        CHECK(onesided_put_layout_from_window(hw, ONESIDED_INT64, 0, clast, left, COLS - 1,
+                                              column));
+        EXPECT(onesided_put_layout_from_window(hw, ONESIDED_INT64, 2, clast, left, 0, column),
+               ONESIDED_ERR_OUT_OF_WINDOW);
+        CHECK(onesided_fence(hw, 0));
     }
-    CHECK(onesided_fence(hw, 0));
+    CHECK(onesided_free_mem(grid));
+    EXPECT(onesided_free_mem(grid), ONESIDED_ERR_ARG);
     CHECK(onesided_layout_free(column));
     CHECK(onesided_layout_free(c1));
     CHECK(onesided_layout_free(clast));

@@ -305,6 +305,31 @@ int onesided_size(onesided_world_t world, size_t *size);
 // `ONESIDED_TIMEOUT`.
 int onesided_barrier(onesided_world_t world);
 
+// `MPI_Alloc_mem`: `bytes` zeroed bytes allocated as the library
+// allocates windows — page-aligned and, from 4 MiB, on 2-MiB boundaries
+// advised for transparent huge pages (`ONESIDED_HUGEPAGES=0`: off) —
+// stored in `*ptr`. Local: nothing is exposed to peers. Worth it for
+// large origin or result buffers read or written with a stride (a halo
+// column: docs/performance.md, "Origin buffers on huge pages"). The
+// memory is the library's until [`onesided_free_mem`]; it outlives
+// [`onesided_finalize`] (free it before or after). `bytes` 0 gives a
+// valid, unique pointer to no usable bytes.
+//
+// # Safety
+// `ptr` is NULL (refused with `ONESIDED_ERR_ARG`) or valid for writing
+// one pointer.
+int onesided_alloc_mem(onesided_world_t world, size_t bytes, void **ptr);
+
+// `MPI_Free_mem`: frees memory from [`onesided_alloc_mem`]. A pointer
+// it did not return (or already freed) is refused with
+// `ONESIDED_ERR_ARG` and frees nothing; NULL is a no-op.
+//
+// # Safety
+// No window, pending request or other thread uses the memory any more
+// (the library cannot tell: a window created over it with
+// `onesided_win_create` must have been freed first).
+int onesided_free_mem(void *ptr);
+
 // Allocates a window of `count` zeroed elements of `datatype` on every
 // rank (collective; ranks may pass different counts) and stores its
 // handle in `*win`. The library owns the memory; read and write the local
@@ -881,6 +906,28 @@ int onesided_put_layout(onesided_win_t win,
                         size_t rank,
                         size_t disp,
                         onesided_layout_t target_layout);
+
+// `MPI_Put` with derived datatypes whose origin buffer lies in this
+// process's own part of the window (a halo code's boundary column, as
+// `MPI_Put(&buf[k], 1, column, ...)` on the window's buffer): the
+// elements `origin_layout` names, counted from element `origin_disp` of
+// the local window, go to the elements of `rank`'s window that
+// `target_layout` names, counted from `disp`. The origin is read with
+// atomic loads when the call is made, so peers may write other parts of
+// the window meanwhile — which a pointer into the window passed to
+// [`onesided_put_layout`] does not allow. `rank` may be this process.
+//
+// # Errors
+// As [`onesided_put_layout`]; `ONESIDED_ERR_OUT_OF_WINDOW` if the origin
+// layout from `origin_disp` does not fit in this process's window;
+// `ONESIDED_ERR_ARG` on a dynamic window.
+int onesided_put_layout_from_window(onesided_win_t win,
+                                    int datatype,
+                                    size_t origin_disp,
+                                    onesided_layout_t origin_layout,
+                                    size_t rank,
+                                    size_t disp,
+                                    onesided_layout_t target_layout);
 
 // `MPI_Get` with derived datatypes: the elements of `rank`'s window that
 // `target_layout` names (from `disp`) are read into the elements of

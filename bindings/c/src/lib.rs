@@ -692,6 +692,72 @@ pub extern "C" fn onesided_barrier(world: onesided_world_t) -> c_int {
     })
 }
 
+// --------------------------------------------------------------- memory
+
+/// The buffers of [`onesided_alloc_mem`], by address, until
+/// [`onesided_free_mem`].
+static BUFFERS: std::sync::Mutex<Vec<onesided::Buffer<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// `MPI_Alloc_mem`: `bytes` zeroed bytes allocated as the library
+/// allocates windows — page-aligned and, from 4 MiB, on 2-MiB boundaries
+/// advised for transparent huge pages (`ONESIDED_HUGEPAGES=0`: off) —
+/// stored in `*ptr`. Local: nothing is exposed to peers. Worth it for
+/// large origin or result buffers read or written with a stride (a halo
+/// column: docs/performance.md, "Origin buffers on huge pages"). The
+/// memory is the library's until [`onesided_free_mem`]; it outlives
+/// [`onesided_finalize`] (free it before or after). `bytes` 0 gives a
+/// valid, unique pointer to no usable bytes.
+///
+/// # Safety
+/// `ptr` is NULL (refused with `ONESIDED_ERR_ARG`) or valid for writing
+/// one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn onesided_alloc_mem(
+    world: onesided_world_t,
+    bytes: usize,
+    ptr: *mut *mut std::ffi::c_void,
+) -> c_int {
+    call("onesided_alloc_mem", || {
+        if ptr.is_null() {
+            return Err(arg("ptr is NULL"));
+        }
+        // At least one byte, so that every buffer has its own address.
+        let mut buf = with_world(world, |w| Ok(w.world().alloc_mem::<u8>(bytes.max(1))?))?;
+        let p = buf.as_mut_slice().as_mut_ptr();
+        BUFFERS.lock().map_err(|_| poisoned())?.push(buf);
+        // SAFETY: non-NULL, valid for one pointer by the contract.
+        unsafe { ptr.write(p.cast()) };
+        Ok(())
+    })
+}
+
+/// `MPI_Free_mem`: frees memory from [`onesided_alloc_mem`]. A pointer
+/// it did not return (or already freed) is refused with
+/// `ONESIDED_ERR_ARG` and frees nothing; NULL is a no-op.
+///
+/// # Safety
+/// No window, pending request or other thread uses the memory any more
+/// (the library cannot tell: a window created over it with
+/// `onesided_win_create` must have been freed first).
+#[no_mangle]
+pub unsafe extern "C" fn onesided_free_mem(ptr: *mut std::ffi::c_void) -> c_int {
+    call("onesided_free_mem", || {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let mut bufs = BUFFERS.lock().map_err(|_| poisoned())?;
+        let at = bufs
+            .iter()
+            .position(|b| std::ptr::eq(b.as_ptr().cast(), ptr))
+            .ok_or_else(|| arg(format!("{ptr:p} is not memory from onesided_alloc_mem")))?;
+        // Dropped outside the lock.
+        let buf = bufs.swap_remove(at);
+        drop(bufs);
+        drop(buf);
+        Ok(())
+    })
+}
+
 // -------------------------------------------------------------- windows
 
 /// Makes the `AnyWin` of window datatype code `$dt`: `$body`, with `$t`
@@ -2382,6 +2448,44 @@ pub unsafe extern "C" fn onesided_put_layout(
                 // SAFETY: the caller's buffer holds `origin_count` elements.
                 let data = unsafe { in_slice(origin.cast::<T>(), origin_count, "origin")? };
                 Ok(w.put_layout(rank, disp, &tl, data, &ol)?)
+            })
+        })
+    })
+}
+
+/// `MPI_Put` with derived datatypes whose origin buffer lies in this
+/// process's own part of the window (a halo code's boundary column, as
+/// `MPI_Put(&buf[k], 1, column, ...)` on the window's buffer): the
+/// elements `origin_layout` names, counted from element `origin_disp` of
+/// the local window, go to the elements of `rank`'s window that
+/// `target_layout` names, counted from `disp`. The origin is read with
+/// atomic loads when the call is made, so peers may write other parts of
+/// the window meanwhile — which a pointer into the window passed to
+/// [`onesided_put_layout`] does not allow. `rank` may be this process.
+///
+/// # Errors
+/// As [`onesided_put_layout`]; `ONESIDED_ERR_OUT_OF_WINDOW` if the origin
+/// layout from `origin_disp` does not fit in this process's window;
+/// `ONESIDED_ERR_ARG` on a dynamic window.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // MPI's own shape
+pub extern "C" fn onesided_put_layout_from_window(
+    win: onesided_win_t,
+    datatype: c_int,
+    origin_disp: usize,
+    origin_layout: onesided_layout_t,
+    rank: usize,
+    disp: usize,
+    target_layout: onesided_layout_t,
+) -> c_int {
+    call("onesided_put_layout_from_window", || {
+        let (ol, tl) = (
+            layout(origin_layout, "origin")?,
+            layout(target_layout, "target")?,
+        );
+        with_win(win, Some(datatype), |w| {
+            typed!(w, |w: T| {
+                Ok(w.put_layout_from_window(rank, disp, &tl, origin_disp, &ol)?)
             })
         })
     })

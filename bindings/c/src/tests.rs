@@ -446,6 +446,34 @@ unsafe fn singleton_job() {
         ONESIDED_SUCCESS
     );
     assert_eq!(all, [0, 0, 101, 0, 0, 0, 105, 0, 0, 0, 109, 0]);
+    // Column 2 of the window itself to column 0 (MPI_Put from the
+    // window's buffer); past the window, the wrong type, a freed layout:
+    // refused, and nothing written.
+    assert_eq!(
+        onesided_put_layout_from_window(lw, ONESIDED_INT32, 2, col, 0, 0, col),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(
+        onesided_put_layout_from_window(lw, ONESIDED_INT32, 4, col, 0, 1, col),
+        ONESIDED_ERR_OUT_OF_WINDOW
+    );
+    assert!(last().contains("rank 0"), "{}", last());
+    assert_eq!(
+        onesided_put_layout_from_window(lw, ONESIDED_INT64, 2, col, 0, 1, col),
+        ONESIDED_ERR_TYPE
+    );
+    assert_eq!(
+        onesided_put_layout_from_window(lw, ONESIDED_INT32, 2, bad_l, 0, 1, col),
+        ONESIDED_ERR_HANDLE
+    );
+    assert_eq!(onesided_fence(lw, 0), ONESIDED_SUCCESS);
+    assert_eq!(
+        onesided_win_read_local(lw, ONESIDED_INT32, 0, all.as_mut_ptr().cast(), 12),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(all, [101, 0, 101, 0, 105, 0, 105, 0, 109, 0, 109, 0]);
     assert_eq!(onesided_layout_free(idx), ONESIDED_SUCCESS);
     assert_eq!(onesided_layout_free(idx), ONESIDED_ERR_HANDLE);
     assert_eq!(
@@ -470,6 +498,7 @@ unsafe fn singleton_job() {
     rget_accumulate_and_request_sets(world);
     get_accumulate_layout(world);
     signals(world);
+    alloc_and_free_mem(world);
     assert_eq!(onesided_flush(win, 0), ONESIDED_ERR_HANDLE);
     assert_eq!(onesided_finalize(world), ONESIDED_SUCCESS, "{}", last());
     assert_eq!(onesided_finalize(world), ONESIDED_ERR_HANDLE);
@@ -1283,4 +1312,78 @@ fn header_is_current() {
         "{} is stale: run `ONESIDED_BLESS=1 cargo test -p onesided-c header_is_current`",
         path.display()
     );
+}
+
+/// `onesided_alloc_mem` / `onesided_free_mem` (MPI_Alloc_mem,
+/// MPI_Free_mem): zeroed, page-aligned, distinct even at 0 bytes, usable
+/// as an origin; unknown, twice-freed and NULL pointers.
+#[allow(unsafe_op_in_unsafe_fn)]
+unsafe fn alloc_and_free_mem(world: onesided_world_t) {
+    let mut p: *mut c_void = std::ptr::null_mut();
+    assert_eq!(
+        onesided_alloc_mem(world, 64, std::ptr::null_mut()),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(onesided_alloc_mem(0, 64, &mut p), ONESIDED_ERR_HANDLE);
+    assert!(p.is_null());
+    assert_eq!(
+        onesided_alloc_mem(world, 5 << 20, &mut p),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(p as usize % 4096, 0);
+    let bytes = std::slice::from_raw_parts_mut(p.cast::<u8>(), 5 << 20);
+    assert!(bytes.iter().all(|&b| b == 0));
+    let (mut z1, mut z2): (*mut c_void, *mut c_void) = (std::ptr::null_mut(), std::ptr::null_mut());
+    assert_eq!(onesided_alloc_mem(world, 0, &mut z1), ONESIDED_SUCCESS);
+    assert_eq!(onesided_alloc_mem(world, 0, &mut z2), ONESIDED_SUCCESS);
+    assert!(!z1.is_null() && z1 != z2);
+    // As the origin of a put and the destination of a get.
+    let words = std::slice::from_raw_parts_mut(p.cast::<i64>(), 4);
+    words.copy_from_slice(&[7, 8, 9, 10]);
+    let mut w: onesided_win_t = 0;
+    assert_eq!(
+        onesided_win_allocate(world, ONESIDED_INT64, 4, &mut w),
+        ONESIDED_SUCCESS
+    );
+    assert_eq!(onesided_lock_all(w, 0), ONESIDED_SUCCESS);
+    assert_eq!(
+        onesided_put(w, ONESIDED_INT64, p, 4, 0, 0),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(onesided_flush(w, 0), ONESIDED_SUCCESS);
+    let back = p.cast::<i64>().add(100).cast::<c_void>();
+    assert_eq!(
+        onesided_get(w, ONESIDED_INT64, back, 4, 0, 0),
+        ONESIDED_SUCCESS,
+        "{}",
+        last()
+    );
+    assert_eq!(
+        std::slice::from_raw_parts(back.cast::<i64>(), 4),
+        [7, 8, 9, 10]
+    );
+    assert_eq!(onesided_unlock_all(w), ONESIDED_SUCCESS);
+    assert_eq!(onesided_win_free(w), ONESIDED_SUCCESS);
+    // Not from onesided_alloc_mem (a stack address, an interior pointer):
+    // refused, nothing freed.
+    let mut local = 0u64;
+    assert_eq!(
+        onesided_free_mem((&mut local as *mut u64).cast()),
+        ONESIDED_ERR_ARG
+    );
+    assert!(last().contains("onesided_alloc_mem"), "{}", last());
+    assert_eq!(
+        onesided_free_mem(p.cast::<u8>().add(8).cast()),
+        ONESIDED_ERR_ARG
+    );
+    assert_eq!(*p.cast::<i64>(), 7);
+    assert_eq!(onesided_free_mem(std::ptr::null_mut()), ONESIDED_SUCCESS);
+    for q in [p, z1, z2] {
+        assert_eq!(onesided_free_mem(q), ONESIDED_SUCCESS, "{}", last());
+        assert_eq!(onesided_free_mem(q), ONESIDED_ERR_ARG);
+    }
 }
