@@ -64,6 +64,10 @@ const CASES: &[(&str, Case)] = &[
     ("group_windows", group_windows),
     ("threads_share_a_window", threads_share_a_window),
     (
+        "threads_lock_different_targets",
+        threads_lock_different_targets,
+    ),
+    (
         "other_epochs_after_plain_fence",
         other_epochs_after_plain_fence,
     ),
@@ -1752,6 +1756,61 @@ fn threads_share_a_window(w: &World) -> onesided::Result<()> {
     win.free()
 }
 
+/// Several threads of one rank each lock a different target of one
+/// window, over and over (MPI_THREAD_MULTIPLE: the lock is the process's,
+/// per target): exclusive and shared locks, a get and a fetch_and_op
+/// inside each. No thread waits for another thread's lock: every count
+/// arrives, and no lock times out (before the fix, a thread whose lock
+/// was granted waited behind another thread's acquisition, which waited
+/// for a lock held by a third process in the same state: a deadlock
+/// across processes from 4 ranks and 3 threads on the software lock path).
+fn threads_lock_different_targets(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let threads = (p - 1).clamp(1, 3);
+    let rounds = 40usize;
+    let mut win = Window::<u64>::allocate(w, 1 + threads)?;
+    w.barrier()?;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let win = &win;
+                let target = (me + 1 + t) % p;
+                s.spawn(move || -> onesided::Result<()> {
+                    for k in 0..rounds {
+                        let kind = match k % 3 {
+                            0 => LockType::Exclusive,
+                            _ => LockType::Shared,
+                        };
+                        win.lock(target, kind, Assert::NONE)?;
+                        let mut seen = [0u64];
+                        win.get(target, 1 + t, &mut seen)?;
+                        win.fetch_and_op(target, 0, 1u64, Op::Sum)?;
+                        if kind == LockType::Exclusive {
+                            // Only this thread of this rank writes it.
+                            win.put(target, 1 + t, &[val(me, k)])?;
+                        }
+                        win.unlock(target)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect::<onesided::Result<Vec<_>>>()
+    })?;
+    w.barrier()?;
+    let mut total = win.local_to_vec()?[..1].to_vec();
+    w.allreduce(&mut total, Op::Sum)?;
+    assert_eq!(
+        total[0],
+        (p * threads * rounds) as u64,
+        "increments counted"
+    );
+    w.barrier()?;
+    win.free()
+}
+
 /// The common program shape: fence, operations, fence (without
 /// NOSUCCEED), then a passive-target or PSCW phase. MPI-3.1 §11.5 lets the
 /// last fence of a phase omit NOSUCCEED; the next kind of epoch may begin
@@ -2066,6 +2125,7 @@ in_process_tests!(
     requests_across_epochs,
     group_windows,
     threads_share_a_window,
+    threads_lock_different_targets,
     other_epochs_after_plain_fence,
     self_spin_serves_peers,
     huge_and_duplicate_arguments,

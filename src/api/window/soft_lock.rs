@@ -28,6 +28,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::thread::ThreadId;
 
 use super::Window;
 use crate::api::element::Element;
@@ -74,6 +75,9 @@ struct Pending<T> {
     rank: usize,
     kind: LockType,
     stash: Option<Stash<T>>,
+    /// The thread that called `lock`: the call order that acquisition
+    /// keeps is each thread's own (see `settle_upto`).
+    owner: ThreadId,
 }
 
 /// Per-window state of the software lock path.
@@ -84,10 +88,12 @@ pub(super) struct SoftLock<T> {
     pending: Mutex<Vec<Pending<T>>>,
     /// Entries in `pending` (read without its mutex).
     count: AtomicUsize,
-    /// Held while pending locks are being acquired (`settle_upto`).
-    settling: Mutex<()>,
-    /// Acquisitions under way: raised under `settling` before an entry
-    /// leaves `pending`, lowered once its lock is granted or refused.
+    /// The targets whose acquisition is under way: an entry goes here,
+    /// under `pending`'s mutex, as it leaves `pending`, and leaves once its
+    /// lock is granted or refused. Lock order: `pending`, then this.
+    acquiring: Mutex<Vec<usize>>,
+    /// Entries in `acquiring` (read without its mutex): raised before an
+    /// entry leaves `pending`, lowered after it leaves `acquiring`.
     inflight: AtomicUsize,
     /// Peers can load/store our memory: lock eagerly.
     eager: bool,
@@ -99,7 +105,7 @@ impl<T> SoftLock<T> {
             exposure: Some(exposure),
             pending: Mutex::new(Vec::new()),
             count: AtomicUsize::new(0),
-            settling: Mutex::new(()),
+            acquiring: Mutex::new(Vec::new()),
             inflight: AtomicUsize::new(0),
             eager,
         }
@@ -208,6 +214,7 @@ impl<T: Element> Window<'_, T> {
             rank,
             kind,
             stash: None,
+            owner: std::thread::current().id(),
         });
         if let Some(s) = self.soft() {
             s.count.fetch_add(1, Ordering::AcqRel);
@@ -241,62 +248,76 @@ impl<T: Element> Window<'_, T> {
     }
 
     /// Acquires pending locks in the order `lock` was called, up to and
-    /// including `rank`'s (every one for `None`). Keeping the call order
-    /// keeps a program that locks several targets in a fixed order
-    /// deadlock-free: a lock is never acquired while one locked later is
-    /// held. A lock that cannot be acquired is dropped from the epoch (its
-    /// `unlock` is then refused). `rank` not pending: returns at once, or
-    /// once another thread's acquisition under way is over.
+    /// including `rank`'s (every one of the calling thread's for `None`).
+    /// Keeping the call order keeps a program that locks several targets
+    /// in a fixed order deadlock-free: a lock is never acquired while one
+    /// locked later is held. The order is each thread's own: only the
+    /// locks that the thread which locked `rank` called before it are
+    /// acquired first, and no thread waits for another's acquisitions
+    /// except that of `rank` itself — threads that lock different targets
+    /// (MPI_THREAD_MULTIPLE) never wait for each other's locks. A lock
+    /// that cannot be acquired is dropped from the epoch (its `unlock` is
+    /// then refused). `rank` not pending: returns at once, or once another
+    /// thread's acquisition of it is over.
     fn settle_upto(&self, rank: Option<usize>) -> Result<()> {
         let Some(s) = self.soft() else {
             return Ok(());
         };
-        if let Some(r) = rank {
-            let list = self.pending_list()?;
-            if !list.iter().any(|p| p.rank == r) {
-                // Read under the list's mutex: an acquisition that took
-                // `r` off the list has raised `inflight` before.
-                let busy = s.inflight.load(Ordering::Acquire) != 0;
-                drop(list);
-                return if busy { self.await_settled(r) } else { Ok(()) };
-            }
-        }
-        let gate = s.settling.lock().map_err(|_| self.gate_poisoned())?;
+        let me = std::thread::current().id();
         let mut replays = Vec::new();
         let mut first = true;
         let outcome = loop {
             let (p, last) = {
                 let mut list = self.pending_list()?;
-                let upto = match rank {
+                let found = match rank {
                     Some(r) => list.iter().position(|p| p.rank == r),
-                    None => list.len().checked_sub(1),
+                    None => list.iter().rposition(|p| p.owner == me),
                 };
-                let Some(upto) = upto else {
-                    // Acquired by another thread while we waited for the gate.
+                let Some(upto) = found else {
+                    // Not pending: never was, acquired already, or being
+                    // acquired by another thread (then wait for that).
+                    let busy = match rank {
+                        Some(r) => self.is_acquiring(s, r)?,
+                        None => false,
+                    };
                     drop(list);
                     break match rank {
-                        Some(r) if first => self.check_settled(r),
+                        Some(r) if busy => self.await_settled(r),
+                        Some(r) if !first => self.check_settled(r),
                         _ => Ok(()),
                     };
                 };
+                // The first of the owner's entries (at or before `upto`).
+                let owner = list[upto].owner;
+                let at = list
+                    .iter()
+                    .position(|p| p.owner == owner)
+                    .unwrap_or(upto);
                 s.inflight.fetch_add(1, Ordering::AcqRel);
-                let p = list.remove(0);
+                let p = list.remove(at);
+                self.acquiring(s)?.push(p.rank);
                 s.count.fetch_sub(1, Ordering::AcqRel);
-                (p, upto == 0)
+                (p, at == upto)
             };
             first = false;
             let r = p.rank;
             let op = p.stash.as_ref().map_or(Carried::None, Stash::carried);
             let taken = self.soft_take(r, p.kind, op, false);
-            let taken = match taken {
-                Err(e) => {
-                    let recorded = self.epoch().map(|mut state| state.lock_failed(r));
-                    s.inflight.fetch_sub(1, Ordering::AcqRel);
-                    break recorded.and(Err(e));
+            let recorded = match &taken {
+                Err(_) => self.epoch().map(|mut state| state.lock_failed(r)),
+                Ok(_) => Ok(()),
+            };
+            let left = self.acquiring(s).map(|mut a| {
+                if let Some(i) = a.iter().position(|&x| x == r) {
+                    a.swap_remove(i);
                 }
+            });
+            s.inflight.fetch_sub(1, Ordering::AcqRel);
+            let taken = match taken {
+                Err(e) => break recorded.and(left).and(Err(e)),
                 Ok(applied) => applied,
             };
-            s.inflight.fetch_sub(1, Ordering::AcqRel);
+            left?;
             if !taken {
                 // Queued, then granted by a poll: the stash goes the long way.
                 replays.push((r, p.stash));
@@ -305,18 +326,37 @@ impl<T: Element> Window<'_, T> {
                 break Ok(());
             }
         };
-        drop(gate);
         for (r, stash) in replays {
             self.replay(r, stash)?;
         }
         outcome
     }
 
-    /// Waits for another thread's acquisition under way, then
-    /// [`Window::check_settled`].
+    fn acquiring<'s>(&self, s: &'s SoftLock<T>) -> Result<std::sync::MutexGuard<'s, Vec<usize>>> {
+        s.acquiring.lock().map_err(|_| self.acquiring_poisoned())
+    }
+
+    /// Whether another thread is acquiring `rank`'s lock.
+    fn is_acquiring(&self, s: &SoftLock<T>, rank: usize) -> Result<bool> {
+        if s.inflight.load(Ordering::Acquire) == 0 {
+            return Ok(false);
+        }
+        Ok(self.acquiring(s)?.contains(&rank))
+    }
+
+    /// Waits (driving progress, within the timeout) until no other thread
+    /// is acquiring `rank`'s lock, then [`Window::check_settled`].
     fn await_settled(&self, rank: usize) -> Result<()> {
         if let Some(s) = self.soft() {
-            drop(s.settling.lock().map_err(|_| self.gate_poisoned())?);
+            let id = self.id;
+            let what = move || {
+                format!("waiting for another thread's lock acquisition of rank {rank} (window {id})")
+            };
+            let mut wait = self.backoff(&what);
+            let t = self.world.transport();
+            while self.is_acquiring(s, rank)? {
+                wait.pause(|| t.progress())?;
+            }
         }
         self.check_settled(rank)
     }
@@ -337,7 +377,7 @@ impl<T: Element> Window<'_, T> {
         })
     }
 
-    fn gate_poisoned(&self) -> Error {
+    fn acquiring_poisoned(&self) -> Error {
         Error::InvalidArgument(format!("window {}: lock acquisition poisoned", self.id))
     }
 
