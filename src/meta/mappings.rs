@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use super::directory::Descriptor;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::transport::{shm, Memory};
 
 /// Window memory is a node-shared segment; `aux` is its locator
@@ -126,6 +126,15 @@ impl Mappings {
     pub fn get(&self, rank: usize, d: &Descriptor) -> Result<Entry> {
         let name = || shm::segment_name(d.id, rank);
         self.get_or_map((d.id, rank), || Ok(d.aux), name, d.len as usize)
+            .map_err(|e| match shm::owner_gone(d.aux) {
+                // Its process exited: say so, naming the rank.
+                true => Error::peer_unreachable(
+                    rank,
+                    format!("mapping rank {rank}'s memory of window {}", d.id),
+                    format!("its process {} has exited ({e})", d.aux >> 32),
+                ),
+                false => e,
+            })
     }
 
     /// The mapping cached under `key`, else maps the segment `locate`

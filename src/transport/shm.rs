@@ -142,9 +142,37 @@ pub fn map_peer(locator: u64, name: &str, len: usize) -> Result<Memory<'static>>
     Ok(unsafe { Memory::from_mapping(p, len, size.get(), None) })
 }
 
+/// Whether the process that published `locator` has exited (no such
+/// process, or a zombie): a failed [`map_peer`] is then a departed peer,
+/// not a broken segment.
+pub fn owner_gone(locator: u64) -> bool {
+    let pid = (locator >> 32) as u32;
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name's closing parenthesis.
+        Ok(stat) => matches!(
+            stat.rsplit(')').next().and_then(|r| r.trim_start().chars().next()),
+            Some('Z' | 'X')
+        ),
+        Err(_) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_departed_owner_is_told_from_a_live_one() {
+        let name = segment_name(12, 4);
+        let a = allocate(64, &name).unwrap();
+        let loc = locator(&a).unwrap();
+        assert!(!owner_gone(loc));
+        // A child that has exited and been reaped: no such process.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as u64;
+        child.wait().unwrap();
+        assert!(owner_gone(pid << 32 | (loc & 0xffff_ffff)));
+    }
 
     #[test]
     fn segments_are_owner_only_and_nowhere_in_dev_shm() {
