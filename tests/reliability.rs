@@ -205,3 +205,156 @@ fn finalize_and_abort() {
         }
     }
 }
+
+/// A peer that stops answering (SIGSTOP: alive, holding its connections,
+/// serving nothing) costs the operations to it a timeout, not the
+/// transport: a get from it returns `Err` after `ONESIDED_TIMEOUT`, and the
+/// next correct operations to a live peer work (a get, a put and a flush).
+/// The stopped peer's read is given up with its bounce cell, not the
+/// provider (`src/transport/ofi/bounce.rs`); before, the provider was
+/// condemned and every later call failed. Under `lock_all(NOCHECK)`, so
+/// the read itself is what waits (no lock request). The provider path
+/// (tcp, net, sockets; the shm provider's reads are copies the reader
+/// makes itself, which a stopped peer does not hold up).
+#[test]
+fn a_stopped_peer_costs_a_timeout_not_the_transport() {
+    let name = common::test_name(
+        module_path!(),
+        "a_stopped_peer_costs_a_timeout_not_the_transport",
+    );
+    if common::is_child(&name) {
+        stopped_peer_child();
+        return;
+    }
+    let mut failures = Vec::new();
+    for provider in ["tcp", "net", "sockets"] {
+        let mut cmd = common::onesided_run_command(&name, 3, &["--keep-going"]);
+        cmd.env("ONESIDED_PROVIDER", provider)
+            .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string());
+        let out = common::run_with_limit(cmd, Duration::from_secs(90));
+        let lines: Vec<&str> = out
+            .stdout
+            .lines()
+            .filter(|l| l.contains("stopped-peer "))
+            .collect();
+        common::say(&format!(
+            "{provider}: job {} in {:.1} s",
+            out.status.map_or("hung".into(), |s| s.to_string()),
+            out.elapsed.as_secs_f64()
+        ));
+        for l in &lines {
+            common::say(&format!("    {l}"));
+        }
+        let has = |s: &str| lines.iter().any(|l| l.contains(s));
+        let stopped_err = lines.iter().any(|l| {
+            l.contains("stopped-peer get from the stopped rank: Err after")
+                && l.split("after ")
+                    .nth(1)
+                    .and_then(|t| t.split(' ').next())
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .is_some_and(|s| s >= TIMEOUT_S as f64 * 0.9 && s <= (TIMEOUT_S * 2 + 3) as f64)
+        });
+        if out.status.is_none()
+            || !stopped_err
+            || !has("stopped-peer get from the live rank: Ok 101")
+            || !has("stopped-peer put and flush to the live rank: Ok")
+            || !has("stopped-peer live rank saw 42")
+        {
+            failures.push(format!("{provider}\n{}", out.tail(30)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+fn stopped_peer_child() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let world = World::init().expect("init");
+    let me = world.rank();
+    let pids = world.allgather(&[std::process::id() as u64]).expect("pids");
+    let win = Window::<u64>::allocate(&world, 4).expect("allocate");
+    win.local_write(0, &[100 + me as u64]).expect("local write");
+    world.barrier().expect("barrier");
+    win.lock_all_with(Assert::NOCHECK).expect("lock_all");
+    let stop = |sig| kill(Pid::from_raw(pids[2] as i32), sig);
+    match me {
+        2 => {
+            // Serves until rank 0 stops it, and after it is continued until
+            // rank 0's last put (or half a minute).
+            for _ in 0..15 {
+                if win.wait_until(1, onesided::Cmp::Eq, 7).is_ok() {
+                    break;
+                }
+            }
+        }
+        1 => {
+            // Done with rank 2 (the flush proves the put arrived: nothing of
+            // ours to it is in flight, the barrier's confirmations
+            // included), then says so to rank 0.
+            win.put(2, 3, &[1])
+                .and_then(|()| win.flush(2))
+                .expect("put to 2");
+            win.put(0, 3, &[1])
+                .and_then(|()| win.flush(0))
+                .expect("put to 0");
+            // Serves rank 0 until its put arrives (rank 0 spends a timeout
+            // on rank 2 first), then until its last one.
+            let mut seen = win.wait_until(1, onesided::Cmp::Eq, 42);
+            for _ in 0..10 {
+                if seen.is_ok() {
+                    break;
+                }
+                seen = win.wait_until(1, onesided::Cmp::Eq, 42);
+            }
+            match seen {
+                Ok(v) => println!("stopped-peer live rank saw {v}"),
+                Err(e) => println!("stopped-peer live rank: Err {e}"),
+            }
+            let _ = win.wait_until(2, onesided::Cmp::Eq, 43);
+        }
+        _ => {
+            win.put(2, 2, &[1])
+                .and_then(|()| win.flush(2))
+                .expect("put to 2");
+            win.wait_until(3, onesided::Cmp::Eq, 1)
+                .expect("rank 1 done with rank 2");
+            stop(Signal::SIGSTOP).expect("SIGSTOP");
+            // Until rank 2 is stopped (state T in /proc).
+            let stat = format!("/proc/{}/stat", pids[2]);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(20) {
+                let s = std::fs::read_to_string(&stat).unwrap_or_default();
+                if s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.trim_start().chars().next())
+                    == Some('T')
+                {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            let mut v = [0u64];
+            let t = Instant::now();
+            match win.get(2, 0, &mut v) {
+                Ok(()) => println!("stopped-peer get from the stopped rank: Ok {}", v[0]),
+                Err(e) => println!(
+                    "stopped-peer get from the stopped rank: Err after {:.2} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ),
+            }
+            match win.get(1, 0, &mut v) {
+                Ok(()) => println!("stopped-peer get from the live rank: Ok {}", v[0]),
+                Err(e) => println!("stopped-peer get from the live rank: Err {e}"),
+            }
+            match win.put(1, 1, &[42]).and_then(|()| win.flush(1)) {
+                Ok(()) => println!("stopped-peer put and flush to the live rank: Ok"),
+                Err(e) => println!("stopped-peer put and flush to the live rank: Err {e}"),
+            }
+            let _ = win.put(1, 2, &[43]).and_then(|()| win.flush(1));
+            let _ = stop(Signal::SIGCONT);
+            let _ = win.put(2, 1, &[7]).and_then(|()| win.flush(2));
+        }
+    }
+    // Rank 2's peers gave up on it: leave without World's collectives.
+    std::process::exit(0);
+}

@@ -24,7 +24,7 @@ use super::mr::LocalMr;
 use super::vocab;
 use super::waiting::{acquire, post_retry, wait, Trackers};
 use crate::transport::completion::with_own;
-use super::{staging, OfiTransport};
+use super::{bounce, staging, OfiTransport};
 use crate::error::{Error, Result};
 use crate::transport::{Atomic, AtomicKind, AtomicOp, Datatype, InFlight, RemoteAddr};
 
@@ -152,6 +152,8 @@ fn unsupported(t: &OfiTransport, what: Atomic, kind: AtomicKind) -> Error {
 /// Posts one operation in chunks of at most the provider's count. The
 /// buffers of `local` must stay valid until the trackers count every chunk
 /// done; `keep` is held by every chunk's context until it completes.
+/// `owned_result`: the result buffer is memory `keep` owns (a bounce cell),
+/// not the caller's.
 #[allow(clippy::too_many_arguments)]
 fn post(
     t: &OfiTransport,
@@ -162,10 +164,11 @@ fn post(
     local: Local,
     dst: RemoteAddr,
     trackers: Trackers<'_>,
-    keep: Option<Arc<dyn Any + Send + Sync>>,
+    (keep, owned_result): (Option<Arc<dyn Any + Send + Sync>>, bool),
 ) -> Result<()> {
     let Trackers { done, group } = trackers;
     t.ensure_alive()?;
+    let mut owned_result = owned_result;
     // Without ordered atomic reads an update is a fetch into scratch memory
     // (delivery-complete by definition), kept alive by every chunk.
     let (kind, local, keep) = match kind {
@@ -184,6 +187,7 @@ fn post(
                 Some(k) => Arc::new((scratch, k)),
                 None => scratch,
             };
+            owned_result = true;
             (AtomicKind::Fetch, local, Some(keep))
         }
         k => (k, local, keep),
@@ -246,12 +250,13 @@ fn post(
         let cmp_desc = desc(cmp, fi::FI_WRITE)?;
         let res_desc = desc(res, fi::FI_READ)?;
         let addr = dst.addr + off as u64;
+        let writes_caller = !res.is_null() && !owned_result;
         let ctx = OpContext::track(
             t,
             Trackers { done, group },
             mrs,
             keep.clone(),
-            kind_name(kind),
+            (kind_name(kind), writes_caller),
             target,
         )?;
         let (dt, op, key) = (vocab::datatype(what.datatype), vocab::op(what.op), dst.key);
@@ -332,8 +337,39 @@ fn post_and_wait(
         Some(pool) if 3 * bytes <= staging::SLOT_BYTES => Some(acquire(t, pool)?),
         _ => None,
     };
-    let staged = match &slot {
-        Some(s) => {
+    // Elsewhere, a fetch or compare of a few bytes goes through a bounce
+    // cell ([operand | compare | result]) that its context keeps: a wait
+    // that times out can give it up and keep the provider (`bounce.rs`).
+    let cell = match (&slot, local.result.is_null()) {
+        (None, false) if 3 * bytes <= bounce::CELL_BYTES => Some(t.bounce.take()),
+        _ => None,
+    };
+    let staged = match (&slot, &cell) {
+        (None, Some(c)) => {
+            for (i, p) in [local.src, local.compare].into_iter().enumerate() {
+                if !p.is_null() {
+                    // SAFETY: the caller's operand holds `bytes` bytes
+                    // (elem_size and compare checked the lengths) and is
+                    // borrowed for this call.
+                    c.fill(i * bytes, unsafe { std::slice::from_raw_parts(p, bytes) });
+                }
+            }
+            let base = c.as_mut_ptr();
+            let at = |i: usize, p: *const u8| {
+                if p.is_null() {
+                    p
+                } else {
+                    base.wrapping_add(i * bytes).cast_const()
+                }
+            };
+            Local {
+                src: at(0, local.src),
+                compare: at(1, local.compare),
+                result: base.wrapping_add(2 * bytes),
+                desc: None,
+            }
+        }
+        (Some(s), _) => {
             for (i, p) in [local.src, local.compare].into_iter().enumerate() {
                 if !p.is_null() {
                     // SAFETY: the caller's operand holds `bytes` bytes (elem_size
@@ -359,9 +395,12 @@ fn post_and_wait(
                 desc: Some(s.desc()),
             }
         }
-        None => local,
+        (None, None) => local,
     };
-    with_own(|done| {
+    let keep = cell
+        .as_ref()
+        .map(|c| c.clone() as Arc<dyn Any + Send + Sync>);
+    let waited = with_own(|done| {
         let posted = post(
             t,
             kind,
@@ -371,7 +410,7 @@ fn post_and_wait(
             staged,
             dst,
             Trackers::own(done),
-            None,
+            (keep, cell.is_some()),
         );
         let waited = wait(t, done, &|| {
             format!(
@@ -381,7 +420,18 @@ fn post_and_wait(
             )
         });
         posted.and(waited)
-    })?;
+    });
+    if let Some(c) = cell {
+        if waited.is_ok() {
+            // SAFETY: the caller's result buffer holds `bytes` bytes and is
+            // borrowed mutably for this call.
+            c.read(2 * bytes, unsafe {
+                std::slice::from_raw_parts_mut(local.result, bytes)
+            });
+        }
+        t.bounce.give(c);
+    }
+    waited?;
     if let (Some(s), false) = (&slot, local.result.is_null()) {
         // SAFETY: the caller's result buffer holds `bytes` bytes and is
         // borrowed mutably for this call.
@@ -475,7 +525,7 @@ pub fn update_async(
         local,
         dst,
         trackers,
-        None,
+        (None, false),
     )
 }
 
@@ -504,6 +554,7 @@ pub fn fetch_async(
         group: result.group(),
     };
     let keep: Arc<dyn Any + Send + Sync> = data;
+    // The result is the request's buffer, handed to the caller.
     post(
         t,
         AtomicKind::Fetch,
@@ -513,6 +564,6 @@ pub fn fetch_async(
         local,
         dst,
         trackers,
-        Some(keep),
+        (Some(keep), false),
     )
 }

@@ -41,6 +41,13 @@ pub struct OpContext {
     /// Run with the error if the operation fails (a posted send that
     /// nobody waits for: `msg::send_posted`).
     pub on_fail: Option<crate::transport::SendFailed>,
+    /// The provider writes memory the caller gets back when the call
+    /// returns (a get into the caller's buffer, a fetched result): such an
+    /// operation cannot be given up while the provider holds it
+    /// (`waiting::wait`). False where the provider writes nothing
+    /// (puts, sends, updates) or writes memory this context keeps
+    /// (`bounce.rs`, receive buffers).
+    pub writes_caller: bool,
 }
 
 impl OpContext {
@@ -49,23 +56,36 @@ impl OpContext {
     /// deadlock) — and counts it on its trackers; returns the token to post
     /// with. Fails only if the transport is unusable or no slot freed within
     /// `ONESIDED_TIMEOUT`.
+    /// `writes_caller`: see [`OpContext::writes_caller`].
     pub(super) fn track(
         t: &OfiTransport,
         trackers: Trackers<'_>,
         mr: Vec<LocalMr>,
         keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
-        what: &'static str,
+        (what, writes_caller): (&'static str, bool),
         target: usize,
     ) -> Result<*mut std::os::raw::c_void> {
-        Self::track_failing(t, trackers, (mr, keep), what, target, None)
+        Self::track_with(t, trackers, (mr, keep), (what, writes_caller), target, None)
     }
 
-    /// As [`OpContext::track`], with a hook run if the operation fails.
+    /// As [`OpContext::track`], with a hook run if the operation fails (a
+    /// send: the provider writes nothing of the caller's).
     pub(super) fn track_failing(
         t: &OfiTransport,
         trackers: Trackers<'_>,
         (mr, keep): (Vec<LocalMr>, Option<Arc<dyn std::any::Any + Send + Sync>>),
         what: &'static str,
+        target: usize,
+        on_fail: Option<crate::transport::SendFailed>,
+    ) -> Result<*mut std::os::raw::c_void> {
+        Self::track_with(t, trackers, (mr, keep), (what, false), target, on_fail)
+    }
+
+    fn track_with(
+        t: &OfiTransport,
+        trackers: Trackers<'_>,
+        (mr, keep): (Vec<LocalMr>, Option<Arc<dyn std::any::Any + Send + Sync>>),
+        (what, writes_caller): (&'static str, bool),
         target: usize,
         on_fail: Option<crate::transport::SendFailed>,
     ) -> Result<*mut std::os::raw::c_void> {
@@ -79,6 +99,7 @@ impl OpContext {
             target,
             msg: None,
             on_fail,
+            writes_caller,
         };
         let mut waiting: Option<(Instant, u32)> = None;
         let token = loop {

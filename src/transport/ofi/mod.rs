@@ -21,6 +21,7 @@ mod domain;
 pub mod fault;
 mod fid;
 pub mod info;
+mod bounce;
 mod mr;
 mod msg;
 mod ops;
@@ -129,6 +130,9 @@ pub struct OfiTransport {
     // Receive buffers: the provider may write them until the endpoint is
     // closed, so they go after it (and their registration before the domain).
     msgs: Option<msg::Messages>,
+    /// Cells the provider writes small results into (`bounce.rs`): after
+    /// the endpoint, which may still write an abandoned one until closed.
+    bounce: bounce::Bounce,
     av: Owned<fi::fid_av>,
     cq: Owned<fi::fid_cq>,
     /// The fd of the CQ's wait object, which wakes on traffic (`cq::wait_fd`).
@@ -271,6 +275,7 @@ impl OfiTransport {
             counters: counters::Counters::default(),
             ep,
             msgs: None,
+            bounce: bounce::Bounce::default(),
             av,
             cq,
             wait_fd,

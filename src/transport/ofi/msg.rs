@@ -158,6 +158,8 @@ fn context(m: &Messages, role: MsgRole) -> OpContext {
         target: usize::MAX,
         msg: Some(role),
         on_fail: None,
+        // Receive buffers are the message layer's own.
+        writes_caller: false,
     }
 }
 

@@ -63,6 +63,17 @@ pub struct ContextTable {
     exhausted: AtomicU64,
 }
 
+/// What the provider holds of a wait's operations ([`ContextTable::held`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Nothing: the rest is counted in software (replies).
+    Nothing,
+    /// Operations that write only memory their contexts keep (or nothing).
+    OwnMemory,
+    /// At least one operation that writes memory the caller gets back.
+    CallerMemory,
+}
+
 /// What [`ContextTable::try_insert`] did.
 pub enum Insert {
     /// Stored: post with this token.
@@ -150,18 +161,26 @@ impl ContextTable {
         token(i, slot.generation)
     }
 
-    /// Whether an operation the provider still holds counts on `done`
-    /// (as its own tracker or its group's). A scan of the table: called
-    /// only when a wait has run out of time. A broken table answers yes
-    /// (the safe answer: something may still be in flight).
-    pub fn tracks(&self, done: &super::super::Completion) -> bool {
+    /// What the provider still holds of the operations counted on `done`
+    /// (as their own tracker or their group's). A scan of the table: called
+    /// only when a wait has run out of time. A broken table answers
+    /// [`Held::CallerMemory`] (the safe answer: something may still write).
+    pub fn held(&self, done: &super::super::Completion) -> Held {
         let Ok(slab) = self.slab.lock() else {
-            return true;
+            return Held::CallerMemory;
         };
-        slab.slots.iter().filter_map(|s| s.op.as_ref()).any(|op| {
-            std::ptr::eq(Arc::as_ptr(&op.done), done)
-                || op.group.as_ref().is_some_and(|g| std::ptr::eq(Arc::as_ptr(g), done))
-        })
+        let mut held = Held::Nothing;
+        for op in slab.slots.iter().filter_map(|s| s.op.as_ref()) {
+            let counted = std::ptr::eq(Arc::as_ptr(&op.done), done)
+                || op.group.as_ref().is_some_and(|g| std::ptr::eq(Arc::as_ptr(g), done));
+            if counted {
+                if op.writes_caller {
+                    return Held::CallerMemory;
+                }
+                held = Held::OwnMemory;
+            }
+        }
+        held
     }
 
     /// Takes the operation of `token` back, if the token is valid.
@@ -244,6 +263,7 @@ pub(super) mod tests {
             target: 0,
             msg: None,
             on_fail: None,
+            writes_caller: true,
         }
     }
 

@@ -10,7 +10,7 @@ use super::cq::OpContext;
 use super::mr::LocalMr;
 use super::waiting::{acquire, post_retry, wait, Trackers};
 use crate::transport::completion::with_own;
-use super::{staging, OfiTransport};
+use super::{bounce, staging, OfiTransport};
 use crate::error::Result;
 use crate::transport::{Completion, InFlight, RemoteAddr};
 
@@ -38,11 +38,13 @@ impl Dir {
 
 /// A local buffer: start, length, and its descriptor if it is already
 /// registered (staging slots); otherwise `post` registers it under
-/// `FI_MR_LOCAL`.
+/// `FI_MR_LOCAL`. `keep` owns the buffer when it is not the caller's (a
+/// bounce cell): every chunk's context holds it until it completes.
 struct Local {
     ptr: *mut u8,
     len: usize,
     desc: Option<*mut std::os::raw::c_void>,
+    keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Local {
@@ -51,6 +53,7 @@ impl Local {
             ptr,
             len,
             desc: None,
+            keep: None,
         }
     }
 }
@@ -70,7 +73,10 @@ fn post(
         ptr: local,
         len,
         desc: registered,
+        keep,
     } = local;
+    // A read into memory the caller gets back, unless `keep` owns it.
+    let writes_caller = matches!(dir, Dir::Read) && keep.is_none();
     t.ensure_alive()?;
     let fi_addr = t.peer(target)?;
     let chunk = t.props.max_msg_size.max(1);
@@ -98,8 +104,8 @@ fn post(
             t,
             Trackers { done, group },
             mr.into_iter().collect(),
-            None,
-            dir.name(),
+            keep.clone(),
+            (dir.name(), writes_caller),
             target,
         )?;
         match dir {
@@ -311,7 +317,14 @@ fn post_ranges(
             });
             bytes += n;
         }
-        let ctx = OpContext::track(t, Trackers::own(done), Vec::new(), None, dir.name(), target)?;
+        let ctx = OpContext::track(
+            t,
+            Trackers::own(done),
+            Vec::new(),
+            None,
+            (dir.name(), matches!(dir, Dir::Read)),
+            target,
+        )?;
         let iov = libc_iovec(local, bytes);
         let mut descs = [std::ptr::null_mut()];
         let msg = fi::fi_msg_rma {
@@ -391,10 +404,43 @@ fn transfer(
             ptr: buf,
             len,
             desc: direct.as_ref().map(|m| m.desc()),
+            keep: None,
         };
         return with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
     }
+    if let (Dir::Read, true) = (dir, len <= bounce::CELL_BYTES) {
+        return bounced_read(t, target, buf, len, remote);
+    }
     with_own(|done| post_then_wait(t, dir, target, Local::of(buf, len), remote, done, &what))
+}
+
+/// A blocking read of at most [`bounce::CELL_BYTES`] through a bounce cell
+/// (a flush's control word, a small get): the provider writes the cell,
+/// which its context keeps, so a wait that times out gives the read up
+/// without giving up the provider (`bounce.rs`).
+fn bounced_read(
+    t: &OfiTransport,
+    target: usize,
+    buf: *mut u8,
+    len: usize,
+    remote: RemoteAddr,
+) -> Result<()> {
+    let cell = t.bounce.take();
+    let local = Local {
+        ptr: cell.as_mut_ptr(),
+        len,
+        desc: None,
+        keep: Some(cell.clone()),
+    };
+    let what = || format!("getting {len} bytes with rank {target}");
+    let waited = with_own(|done| post_then_wait(t, Dir::Read, target, local, remote, done, &what));
+    if waited.is_ok() {
+        // SAFETY: the caller lent `len` bytes at `buf` mutably for this
+        // call (get_blocking takes `&mut [u8]`, put_signal its own word).
+        cell.read(0, unsafe { std::slice::from_raw_parts_mut(buf, len) });
+    }
+    t.bounce.give(cell);
+    waited
 }
 
 /// Posts and waits; waits even when a later chunk's post failed, because
@@ -437,6 +483,7 @@ fn staged(
             ptr: slot.ptr(),
             len: n,
             desc: Some(slot.desc()),
+            keep: None,
         };
         let at = RemoteAddr {
             addr: remote.addr + off as u64,

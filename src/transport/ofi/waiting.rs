@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cq;
+use super::ops::Held;
 use super::fault::{fabric_error, EAGAIN};
 use super::{staging, OfiTransport};
 use crate::error::{Error, Result};
@@ -89,16 +90,32 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
         if own || (!held && crate::progress::wait::outer_passed()) {
             let secs = t.timeout.map(|d| d.as_secs()).unwrap_or(0);
             // Only what is counted here in software (a reply to an active
-            // message, say) can be given up at no cost: its state is owned
-            // by its callback. An operation the provider still holds may
-            // yet write into its buffers, so it is waited for up to our own
-            // timeout even past an enclosing deadline (`within`: a healthy
-            // but loaded target is slow, not gone), and after that the
-            // provider is not used again.
-            held = t.ops.tracks(done);
+            // message, say) can be given up at once: its state is owned
+            // by its callback. An operation the provider still holds is
+            // waited for up to our own timeout even past an enclosing
+            // deadline (`within`: a healthy but loaded target is slow, not
+            // gone). Then it is given up (abandoned: its context stays in
+            // the table until the provider completes it) if the provider
+            // writes only memory the context keeps — bounce cells, or
+            // nothing (puts, sends) — and the provider stays in use for
+            // every peer; if it may write memory the caller gets back (a
+            // large get into the caller's buffer), the provider is not
+            // used again.
+            let holds = t.ops.held(done);
+            held = holds != Held::Nothing;
             if !held {
                 return Err(Error::timeout(
                     format!("waiting for {} completion(s) while {}", done.pending(), what()),
+                    secs,
+                ));
+            }
+            if own && holds == Held::OwnMemory {
+                return Err(Error::timeout(
+                    format!(
+                        "waiting for {} operation(s) while {} (given up; the provider stays in use)",
+                        done.pending(),
+                        what()
+                    ),
                     secs,
                 ));
             }
@@ -212,6 +229,47 @@ mod tests {
         });
         assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
         assert!(start.elapsed() >= own, "ended at the enclosing deadline");
+        assert!(t.ensure_alive().is_err(), "the provider must be given up");
+    }
+
+    /// An operation the provider holds that writes only memory its
+    /// context keeps (a bounce cell) or nothing (a put) is given up at our
+    /// timeout and the provider stays in use: the next operation, to any
+    /// peer, still works (a stopped or unreachable peer costs a timeout,
+    /// not the transport). Its context stays in the table until the
+    /// provider completes it.
+    #[test]
+    fn an_operation_on_its_own_memory_is_abandoned_not_the_provider() {
+        let own = Duration::from_millis(100);
+        let t = open(own);
+        let done = Arc::new(Completion::new());
+        done.add();
+        let mut op = super::super::ops::tests::op(&done);
+        op.writes_caller = false;
+        let Insert::Token(token) = t.ops.try_insert(op) else {
+            panic!("no slot");
+        };
+        let r = super::wait(&t, &done, &|| "a read into a bounce cell".into());
+        let Err(Error::Timeout { what, .. }) = &r else {
+            panic!("{r:?}");
+        };
+        assert!(what.contains("the provider stays in use"), "{what}");
+        assert!(t.ensure_alive().is_ok(), "the provider must stay usable");
+        // Still tracked: a late completion finds its context.
+        assert!(t.ops.take(token).is_some());
+        // With one that writes the caller's memory beside it: given up.
+        let done = Arc::new(Completion::new());
+        done.add();
+        done.add();
+        let mut mine = super::super::ops::tests::op(&done);
+        mine.writes_caller = false;
+        assert!(matches!(t.ops.try_insert(mine), Insert::Token(_)));
+        assert!(matches!(
+            t.ops.try_insert(super::super::ops::tests::op(&done)),
+            Insert::Token(_)
+        ));
+        let r = super::wait(&t, &done, &|| "a get into the caller's buffer".into());
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
         assert!(t.ensure_alive().is_err(), "the provider must be given up");
     }
 }
