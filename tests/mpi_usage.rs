@@ -1715,6 +1715,18 @@ fn group_windows(w: &World) -> onesided::Result<()> {
     w.barrier()
 }
 
+/// Runs `f(t)` on `n` threads (t = 0..n) of this rank and joins them.
+fn in_threads(n: usize, f: impl Fn(usize) -> onesided::Result<()> + Sync) -> onesided::Result<()> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = (0..n).map(|t| s.spawn(move || f(t))).collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect::<onesided::Result<Vec<_>>>()
+    })
+    .map(|_| ())
+}
+
 /// Several threads of one rank issue operations on one window in one
 /// lock_all epoch (MPI_THREAD_MULTIPLE): every put and accumulate lands.
 fn threads_share_a_window(w: &World) -> onesided::Result<()> {
@@ -1725,25 +1737,15 @@ fn threads_share_a_window(w: &World) -> onesided::Result<()> {
     let per = 50usize;
     let mut win = Window::<u64>::allocate(w, threads * per + 1)?;
     win.lock_all()?;
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let win = &win;
-                s.spawn(move || -> onesided::Result<()> {
-                    for i in 0..per {
-                        win.put(right, t * per + i, &[val(me, t * per + i)])?;
-                        win.accumulate(right, threads * per, &[1], Op::Sum)?;
-                        if i % 10 == 0 {
-                            win.flush(right)?;
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect::<onesided::Result<Vec<_>>>()
+    in_threads(threads, |t| {
+        for i in 0..per {
+            win.put(right, t * per + i, &[val(me, t * per + i)])?;
+            win.accumulate(right, threads * per, &[1], Op::Sum)?;
+            if i % 10 == 0 {
+                win.flush(right)?;
+            }
+        }
+        Ok(())
     })?;
     win.unlock_all()?;
     w.barrier()?;
@@ -1770,34 +1772,24 @@ fn threads_lock_different_targets(w: &World) -> onesided::Result<()> {
     let rounds = 40usize;
     let mut win = Window::<u64>::allocate(w, 1 + threads)?;
     w.barrier()?;
-    std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let win = &win;
-                let target = (me + 1 + t) % p;
-                s.spawn(move || -> onesided::Result<()> {
-                    for k in 0..rounds {
-                        let kind = match k % 3 {
-                            0 => LockType::Exclusive,
-                            _ => LockType::Shared,
-                        };
-                        win.lock(target, kind, Assert::NONE)?;
-                        let mut seen = [0u64];
-                        win.get(target, 1 + t, &mut seen)?;
-                        win.fetch_and_op(target, 0, 1u64, Op::Sum)?;
-                        if kind == LockType::Exclusive {
-                            // Only this thread of this rank writes it.
-                            win.put(target, 1 + t, &[val(me, k)])?;
-                        }
-                        win.unlock(target)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect::<onesided::Result<Vec<_>>>()
+    in_threads(threads, |t| {
+        let target = (me + 1 + t) % p;
+        for k in 0..rounds {
+            let kind = match k % 3 {
+                0 => LockType::Exclusive,
+                _ => LockType::Shared,
+            };
+            win.lock(target, kind, Assert::NONE)?;
+            let mut seen = [0u64];
+            win.get(target, 1 + t, &mut seen)?;
+            win.fetch_and_op(target, 0, 1u64, Op::Sum)?;
+            if kind == LockType::Exclusive {
+                // Only this thread of this rank writes it.
+                win.put(target, 1 + t, &[val(me, k)])?;
+            }
+            win.unlock(target)?;
+        }
+        Ok(())
     })?;
     w.barrier()?;
     let mut total = win.local_to_vec()?[..1].to_vec();

@@ -318,6 +318,37 @@ fn post(
     Ok(())
 }
 
+/// Copies the caller's operands (`bytes` each) into a buffer at `base`
+/// laid out as [operand | compare | result] with `fill`, and points a
+/// `Local` there (`desc`: the buffer's registration, if any).
+fn lay_out(
+    local: &Local,
+    bytes: usize,
+    (base, desc): (*mut u8, Option<*mut c_void>),
+    mut fill: impl FnMut(usize, &[u8]) -> Result<()>,
+) -> Result<Local> {
+    for (i, p) in [local.src, local.compare].into_iter().enumerate() {
+        if !p.is_null() {
+            // SAFETY: the caller's operand holds `bytes` bytes (elem_size
+            // and compare checked the lengths) and is borrowed for this call.
+            fill(i * bytes, unsafe { std::slice::from_raw_parts(p, bytes) })?;
+        }
+    }
+    let at = |i: usize, p: *const u8| -> *const u8 {
+        if p.is_null() {
+            p
+        } else {
+            base.wrapping_add(i * bytes)
+        }
+    };
+    Ok(Local {
+        src: at(0, local.src),
+        compare: at(1, local.compare),
+        result: at(2, local.result).cast_mut(),
+        desc,
+    })
+}
+
 /// Posts on a tracker of its own and waits for it, also after a failed post
 /// (earlier chunks may still use the caller's buffers).
 fn post_and_wait(
@@ -345,56 +376,11 @@ fn post_and_wait(
         _ => None,
     };
     let staged = match (&slot, &cell) {
-        (None, Some(c)) => {
-            for (i, p) in [local.src, local.compare].into_iter().enumerate() {
-                if !p.is_null() {
-                    // SAFETY: the caller's operand holds `bytes` bytes
-                    // (elem_size and compare checked the lengths) and is
-                    // borrowed for this call.
-                    c.fill(i * bytes, unsafe { std::slice::from_raw_parts(p, bytes) });
-                }
-            }
-            let base = c.as_mut_ptr();
-            let at = |i: usize, p: *const u8| {
-                if p.is_null() {
-                    p
-                } else {
-                    base.wrapping_add(i * bytes).cast_const()
-                }
-            };
-            Local {
-                src: at(0, local.src),
-                compare: at(1, local.compare),
-                result: base.wrapping_add(2 * bytes),
-                desc: None,
-            }
-        }
-        (Some(s), _) => {
-            for (i, p) in [local.src, local.compare].into_iter().enumerate() {
-                if !p.is_null() {
-                    // SAFETY: the caller's operand holds `bytes` bytes (elem_size
-                    // and compare checked the lengths) and is borrowed for this call.
-                    s.fill_at(i * bytes, unsafe { std::slice::from_raw_parts(p, bytes) })?;
-                }
-            }
-            let at = |i: usize, p: *const u8| {
-                if p.is_null() {
-                    p
-                } else {
-                    s.ptr_at(i * bytes).cast_const()
-                }
-            };
-            Local {
-                src: at(0, local.src),
-                compare: at(1, local.compare),
-                result: if local.result.is_null() {
-                    local.result
-                } else {
-                    s.ptr_at(2 * bytes)
-                },
-                desc: Some(s.desc()),
-            }
-        }
+        (None, Some(c)) => lay_out(&local, bytes, (c.as_mut_ptr(), None), |at, d| {
+            c.fill(at, d);
+            Ok(())
+        })?,
+        (Some(s), _) => lay_out(&local, bytes, (s.ptr(), Some(s.desc())), |at, d| s.fill_at(at, d))?,
         (None, None) => local,
     };
     let keep = cell
