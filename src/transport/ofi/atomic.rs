@@ -152,8 +152,8 @@ fn unsupported(t: &OfiTransport, what: Atomic, kind: AtomicKind) -> Error {
 /// Posts one operation in chunks of at most the provider's count. The
 /// buffers of `local` must stay valid until the trackers count every chunk
 /// done; `keep` is held by every chunk's context until it completes.
-/// `owned_result`: the result buffer is memory `keep` owns (a bounce cell),
-/// not the caller's.
+/// `caller`: the buffers of `local` are memory the caller gets back when
+/// the call returns (not a bounce cell, not a request's buffers).
 #[allow(clippy::too_many_arguments)]
 fn post(
     t: &OfiTransport,
@@ -164,11 +164,10 @@ fn post(
     local: Local,
     dst: RemoteAddr,
     trackers: Trackers<'_>,
-    (keep, owned_result): (Option<Arc<dyn Any + Send + Sync>>, bool),
+    (keep, caller): (Option<Arc<dyn Any + Send + Sync>>, bool),
 ) -> Result<()> {
     let Trackers { done, group } = trackers;
     t.ensure_alive()?;
-    let mut owned_result = owned_result;
     // Without ordered atomic reads an update is a fetch into scratch memory
     // (delivery-complete by definition), kept alive by every chunk.
     let (kind, local, keep) = match kind {
@@ -187,7 +186,6 @@ fn post(
                 Some(k) => Arc::new((scratch, k)),
                 None => scratch,
             };
-            owned_result = true;
             (AtomicKind::Fetch, local, Some(keep))
         }
         k => (k, local, keep),
@@ -250,13 +248,12 @@ fn post(
         let cmp_desc = desc(cmp, fi::FI_WRITE)?;
         let res_desc = desc(res, fi::FI_READ)?;
         let addr = dst.addr + off as u64;
-        let writes_caller = !res.is_null() && !owned_result;
         let ctx = OpContext::track(
             t,
             Trackers { done, group },
             mrs,
             keep.clone(),
-            (kind_name(kind), writes_caller),
+            (kind_name(kind), caller),
             target,
         )?;
         let (dt, op, key) = (vocab::datatype(what.datatype), vocab::op(what.op), dst.key);
@@ -396,7 +393,7 @@ fn post_and_wait(
             staged,
             dst,
             Trackers::own(done),
-            (keep, cell.is_some()),
+            (keep, cell.is_none()),
         );
         let waited = wait(t, done, &|| {
             format!(
@@ -511,6 +508,7 @@ pub fn update_async(
         local,
         dst,
         trackers,
+        // The request's buffer.
         (None, false),
     )
 }
@@ -540,7 +538,7 @@ pub fn fetch_async(
         group: result.group(),
     };
     let keep: Arc<dyn Any + Send + Sync> = data;
-    // The result is the request's buffer, handed to the caller.
+    // The operand is kept by the context, the result is the request's.
     post(
         t,
         AtomicKind::Fetch,

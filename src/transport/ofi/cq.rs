@@ -41,13 +41,15 @@ pub struct OpContext {
     /// Run with the error if the operation fails (a posted send that
     /// nobody waits for: `msg::send_posted`).
     pub on_fail: Option<crate::transport::SendFailed>,
-    /// The provider writes memory the caller gets back when the call
-    /// returns (a get into the caller's buffer, a fetched result): such an
+    /// The provider reads or writes memory the caller gets back when the
+    /// call returns (a blocking get into or put from the caller's buffer,
+    /// a fetched result, a staging slot that returns to its pool): such an
     /// operation cannot be given up while the provider holds it
-    /// (`waiting::wait`). False where the provider writes nothing
-    /// (puts, sends, updates) or writes memory this context keeps
-    /// (`bounce.rs`, receive buffers).
-    pub writes_caller: bool,
+    /// (`waiting::wait`). False where all it touches is kept by this
+    /// context or by a request until it completes (`bounce.rs`, message
+    /// buffers, a request's `InFlight`, which is leaked rather than freed
+    /// while pending).
+    pub uses_caller: bool,
 }
 
 impl OpContext {
@@ -56,16 +58,16 @@ impl OpContext {
     /// deadlock) — and counts it on its trackers; returns the token to post
     /// with. Fails only if the transport is unusable or no slot freed within
     /// `ONESIDED_TIMEOUT`.
-    /// `writes_caller`: see [`OpContext::writes_caller`].
+    /// `uses_caller`: see [`OpContext::uses_caller`].
     pub(super) fn track(
         t: &OfiTransport,
         trackers: Trackers<'_>,
         mr: Vec<LocalMr>,
         keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
-        (what, writes_caller): (&'static str, bool),
+        (what, uses_caller): (&'static str, bool),
         target: usize,
     ) -> Result<*mut std::os::raw::c_void> {
-        Self::track_with(t, trackers, (mr, keep), (what, writes_caller), target, None)
+        Self::track_with(t, trackers, (mr, keep), (what, uses_caller), target, None)
     }
 
     /// As [`OpContext::track`], with a hook run if the operation fails (a
@@ -85,7 +87,7 @@ impl OpContext {
         t: &OfiTransport,
         trackers: Trackers<'_>,
         (mr, keep): (Vec<LocalMr>, Option<Arc<dyn std::any::Any + Send + Sync>>),
-        (what, writes_caller): (&'static str, bool),
+        (what, uses_caller): (&'static str, bool),
         target: usize,
         on_fail: Option<crate::transport::SendFailed>,
     ) -> Result<*mut std::os::raw::c_void> {
@@ -99,7 +101,7 @@ impl OpContext {
             target,
             msg: None,
             on_fail,
-            writes_caller,
+            uses_caller,
         };
         let mut waiting: Option<(Instant, u32)> = None;
         let token = loop {

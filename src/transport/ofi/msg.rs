@@ -159,7 +159,7 @@ fn context(m: &Messages, role: MsgRole) -> OpContext {
         msg: Some(role),
         on_fail: None,
         // Receive buffers are the message layer's own.
-        writes_caller: false,
+        uses_caller: false,
     }
 }
 

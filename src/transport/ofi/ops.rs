@@ -68,9 +68,9 @@ pub struct ContextTable {
 pub enum Held {
     /// Nothing: the rest is counted in software (replies).
     Nothing,
-    /// Operations that write only memory their contexts keep (or nothing).
+    /// Operations that touch only memory kept until they complete.
     OwnMemory,
-    /// At least one operation that writes memory the caller gets back.
+    /// At least one operation that uses memory the caller gets back.
     CallerMemory,
 }
 
@@ -174,7 +174,7 @@ impl ContextTable {
             let counted = std::ptr::eq(Arc::as_ptr(&op.done), done)
                 || op.group.as_ref().is_some_and(|g| std::ptr::eq(Arc::as_ptr(g), done));
             if counted {
-                if op.writes_caller {
+                if op.uses_caller {
                     return Held::CallerMemory;
                 }
                 held = Held::OwnMemory;
@@ -263,7 +263,7 @@ pub(super) mod tests {
             target: 0,
             msg: None,
             on_fail: None,
-            writes_caller: true,
+            uses_caller: true,
         }
     }
 

@@ -40,11 +40,14 @@ impl Dir {
 /// registered (staging slots); otherwise `post` registers it under
 /// `FI_MR_LOCAL`. `keep` owns the buffer when it is not the caller's (a
 /// bounce cell): every chunk's context holds it until it completes.
+/// `caller`: the buffer is memory the caller gets back when the call
+/// returns ([`OpContext::uses_caller`]).
 struct Local {
     ptr: *mut u8,
     len: usize,
     desc: Option<*mut std::os::raw::c_void>,
     keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    caller: bool,
 }
 
 impl Local {
@@ -54,6 +57,16 @@ impl Local {
             len,
             desc: None,
             keep: None,
+            caller: true,
+        }
+    }
+
+    /// A request's buffer (`InFlight`): never handed back or freed while
+    /// an operation on it is pending.
+    fn request(buf: &InFlight) -> Local {
+        Local {
+            caller: false,
+            ..Local::of(buf.as_ptr(), buf.len())
         }
     }
 }
@@ -74,9 +87,8 @@ fn post(
         len,
         desc: registered,
         keep,
+        caller: uses_caller,
     } = local;
-    // A read into memory the caller gets back, unless `keep` owns it.
-    let writes_caller = matches!(dir, Dir::Read) && keep.is_none();
     t.ensure_alive()?;
     let fi_addr = t.peer(target)?;
     let chunk = t.props.max_msg_size.max(1);
@@ -105,7 +117,7 @@ fn post(
             Trackers { done, group },
             mr.into_iter().collect(),
             keep.clone(),
-            (dir.name(), writes_caller),
+            (dir.name(), uses_caller),
             target,
         )?;
         match dir {
@@ -322,7 +334,8 @@ fn post_ranges(
             Trackers::own(done),
             Vec::new(),
             None,
-            (dir.name(), matches!(dir, Dir::Read)),
+            // The caller's buffer, in either direction.
+            (dir.name(), true),
             target,
         )?;
         let iov = libc_iovec(local, bytes);
@@ -405,6 +418,7 @@ fn transfer(
             len,
             desc: direct.as_ref().map(|m| m.desc()),
             keep: None,
+            caller: true,
         };
         return with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
     }
@@ -431,6 +445,7 @@ fn bounced_read(
         len,
         desc: None,
         keep: Some(cell.clone()),
+        caller: false,
     };
     let what = || format!("getting {len} bytes with rank {target}");
     let waited = with_own(|done| post_then_wait(t, Dir::Read, target, local, remote, done, &what));
@@ -484,6 +499,8 @@ fn staged(
             len: n,
             desc: Some(slot.desc()),
             keep: None,
+            // The slot returns to its pool when this call ends.
+            caller: true,
         };
         let at = RemoteAddr {
             addr: remote.addr + off as u64,
@@ -515,7 +532,7 @@ pub fn put_async(t: &OfiTransport, target: usize, src: &InFlight, dst: RemoteAdd
         t,
         Dir::Write,
         target,
-        Local::of(src.as_ptr(), src.len()),
+        Local::request(src),
         dst,
         trackers,
     )
@@ -531,7 +548,7 @@ pub fn get_async(t: &OfiTransport, target: usize, dst: &InFlight, src: RemoteAdd
         t,
         Dir::Read,
         target,
-        Local::of(dst.as_ptr(), dst.len()),
+        Local::request(dst),
         src,
         trackers,
     )

@@ -95,12 +95,12 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
             // waited for up to our own timeout even past an enclosing
             // deadline (`within`: a healthy but loaded target is slow, not
             // gone). Then it is given up (abandoned: its context stays in
-            // the table until the provider completes it) if the provider
-            // writes only memory the context keeps — bounce cells, or
-            // nothing (puts, sends) — and the provider stays in use for
-            // every peer; if it may write memory the caller gets back (a
-            // large get into the caller's buffer), the provider is not
-            // used again.
+            // the table until the provider completes it) if all it touches
+            // is kept until it completes — bounce cells, message buffers,
+            // a request's buffers — and the provider stays in use for
+            // every peer; if it may still read or write memory the caller
+            // gets back (a blocking get or put on the caller's buffer),
+            // the provider is not used again.
             let holds = t.ops.held(done);
             held = holds != Held::Nothing;
             if !held {
@@ -232,8 +232,8 @@ mod tests {
         assert!(t.ensure_alive().is_err(), "the provider must be given up");
     }
 
-    /// An operation the provider holds that writes only memory its
-    /// context keeps (a bounce cell) or nothing (a put) is given up at our
+    /// An operation the provider holds that touches only memory kept until
+    /// it completes (a bounce cell, a request's buffer) is given up at our
     /// timeout and the provider stays in use: the next operation, to any
     /// peer, still works (a stopped or unreachable peer costs a timeout,
     /// not the transport). Its context stays in the table until the
@@ -245,7 +245,7 @@ mod tests {
         let done = Arc::new(Completion::new());
         done.add();
         let mut op = super::super::ops::tests::op(&done);
-        op.writes_caller = false;
+        op.uses_caller = false;
         let Insert::Token(token) = t.ops.try_insert(op) else {
             panic!("no slot");
         };
@@ -257,12 +257,12 @@ mod tests {
         assert!(t.ensure_alive().is_ok(), "the provider must stay usable");
         // Still tracked: a late completion finds its context.
         assert!(t.ops.take(token).is_some());
-        // With one that writes the caller's memory beside it: given up.
+        // With one that uses the caller's memory beside it: given up.
         let done = Arc::new(Completion::new());
         done.add();
         done.add();
         let mut mine = super::super::ops::tests::op(&done);
-        mine.writes_caller = false;
+        mine.uses_caller = false;
         assert!(matches!(t.ops.try_insert(mine), Insert::Token(_)));
         assert!(matches!(
             t.ops.try_insert(super::super::ops::tests::op(&done)),
