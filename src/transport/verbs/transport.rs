@@ -880,7 +880,7 @@ pub(super) const NOT_EXECUTED: &str =
 
 /// Attempts of a blocking put or get whose queue pair an earlier failure
 /// broke (each attempt after the first runs on a new pair).
-const ATTEMPTS: usize = 4;
+const ATTEMPTS: usize = 6;
 
 /// Runs blocking put or get `f` again while it fails only because an
 /// earlier operation broke its queue pair (a peer's error on the same pair
@@ -927,7 +927,15 @@ fn again_if_not_executed(mut f: impl FnMut() -> Result<()>) -> Result<()> {
     let mut n = 1;
     loop {
         match f() {
-            Err(e) if n < ATTEMPTS && e.to_string().contains(NOT_EXECUTED) => n += 1,
+            Err(e) if n < ATTEMPTS && e.to_string().contains(NOT_EXECUTED) => {
+                // Both ends may be making the pair again at once (the peer
+                // after its own failed operations): back off 1, 2, 4, ...
+                // ms so that one handshake completes before the next
+                // attempt (a CI run in the guest once saw four back-to-back
+                // attempts of a barrier flag all flushed).
+                std::thread::sleep(std::time::Duration::from_millis(1 << (n - 1)));
+                n += 1;
+            }
             r => return r,
         }
     }
