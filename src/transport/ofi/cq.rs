@@ -240,7 +240,15 @@ fn complete_all(t: &OfiTransport, entries: &[fi::fi_cq_msg_entry]) {
             if let Some(ctx) = t.ops.take(e.op_context) {
                 match ctx.msg {
                     Some(role) => msg::completed(t, ctx, role, e.len, true),
-                    None => ctx.complete(),
+                    None => {
+                        // What it kept goes before the waiter is told (a
+                        // bounce cell then comes back to its pool).
+                        // Registrations first, then the memory they cover.
+                        let mut ctx = ctx;
+                        ctx._mr.clear();
+                        ctx._keep = None;
+                        ctx.complete()
+                    }
                 }
             }
         }
