@@ -46,7 +46,7 @@ use crate::meta::targets::{Hold, Target, Targets};
 use crate::meta::valid_ops::ValidOps;
 use crate::transport::exposed::ExposedEntry;
 use crate::transport::{
-    AtomicOrder, Completion, Memory, Registration, RemoteAddr, RemoteCompletion,
+    AtomicOrder, Memory, PerTarget, Registration, RemoteAddr, RemoteCompletion,
 };
 
 /// Counters of one window.
@@ -147,7 +147,8 @@ pub struct Window<'a, T: Element> {
     lock_all_gate: Mutex<()>,
     // Descriptors (and mappings) of up to `targets::SLOTS` targets.
     targets: Targets,
-    outstanding: Arc<Completion>,
+    // Request-based operations in flight, per target.
+    outstanding: PerTarget,
     dirty: Dirty,
     // Targets with atomic updates not yet flushed (may include ourselves:
     // accumulates to oneself go through the provider too).
@@ -384,7 +385,7 @@ impl<'a, T: Element> Window<'a, T> {
             issuing: issuing::Registrations::default(),
             lock_all_gate: Mutex::new(()),
             targets: Targets::default(),
-            outstanding: Arc::new(Completion::new()),
+            outstanding: PerTarget::default(),
             dirty: Dirty::default(),
             atomic_dirty: Dirty::default(),
             valid_ops: ValidOps::of(&p.atomics, T::DATATYPE),
@@ -739,7 +740,7 @@ impl<T: Element> Drop for Window<'_, T> {
                     self.id
                 );
             }
-            let _ = self.complete_local();
+            let _ = self.complete_local(None);
             self.release();
         }
     }

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::Error;
 
@@ -151,5 +151,186 @@ impl Completion {
                 Err(Error::backend("transport", "completion", what(), 0, message))
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Per target
+//
+// A window's request-based operations, and the acknowledgements of its
+// aggregated batches, are counted per target: `flush(rank)`,
+// `flush_local(rank)` and `unlock(rank)` complete the operations to `rank`
+// alone (MPI_Win_flush), so an operation to another target that is slow,
+// or that a stopped or unreachable peer keeps from ever completing, holds
+// up only the synchronization calls that cover that target. (With one
+// tracker per window, one operation given up on a stopped peer made every
+// later flush of the window time out.)
+//
+// Invariants:
+// - A tracker exists only for a target operations were counted for
+//   (nothing for targets never contacted).
+// - A slot keeps its position once created: `PerTarget::each_busy` visits
+//   every slot once by index while operations are issued concurrently.
+//   Beyond `KEEP` slots, a new target takes over a slot whose tracker is
+//   idle and referred to by nothing else (no operation can count on it
+//   any more), so the table stays bounded by the targets with operations
+//   in flight.
+
+/// Slots kept before idle ones are taken over by new targets.
+const KEEP: usize = 64;
+
+/// Trackers of operations counted per target (module docs: "Per target").
+#[derive(Default)]
+pub struct PerTarget {
+    slots: Mutex<Vec<(usize, Arc<Completion>)>>,
+    /// A tracker was handed out: until then every query answers at once
+    /// without the lock (a window whose operations are all blocking or
+    /// direct never takes it).
+    used: AtomicBool,
+}
+
+impl PerTarget {
+    fn slots(&self) -> MutexGuard<'_, Vec<(usize, Arc<Completion>)>> {
+        // The table is consistent after any panic (plain pushes and
+        // assignments): a poisoned lock is still usable.
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The tracker operations to `rank` count on.
+    pub fn to(&self, rank: usize) -> Arc<Completion> {
+        let mut slots = self.slots();
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Release);
+        }
+        if let Some((_, c)) = slots.iter().find(|(r, _)| *r == rank) {
+            return c.clone();
+        }
+        if slots.len() >= KEEP {
+            // Only this table refers to an idle, unshared tracker: no
+            // operation counts on it, none can start to (that takes this
+            // lock), and it has no error to report.
+            if let Some(slot) = slots
+                .iter_mut()
+                .find(|(_, c)| c.is_idle() && Arc::strong_count(c) == 1)
+            {
+                slot.0 = rank;
+                return slot.1.clone();
+            }
+        }
+        let c = Arc::new(Completion::new());
+        slots.push((rank, c.clone()));
+        c
+    }
+
+    /// Operations to `rank` (or to any target) not completed yet.
+    pub fn pending(&self, rank: Option<usize>) -> usize {
+        if !self.used.load(Ordering::Acquire) {
+            return 0;
+        }
+        self.slots()
+            .iter()
+            .filter(|(r, _)| rank.is_none_or(|want| want == *r))
+            .map(|(_, c)| c.pending())
+            .sum()
+    }
+
+    /// Nothing pending and no error to report, for any target.
+    pub fn is_idle(&self) -> bool {
+        !self.used.load(Ordering::Acquire) || self.slots().iter().all(|(_, c)| c.is_idle())
+    }
+
+    /// Calls `f` once with each tracker of `rank` (or of every target) that
+    /// has operations in flight or an error to report, in slot order, and
+    /// stops at the first error. The lock is not held while `f` runs:
+    /// other threads keep issuing.
+    pub fn each_busy(
+        &self,
+        rank: Option<usize>,
+        mut f: impl FnMut(usize, &Completion) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let wanted = |r: usize, c: &Completion| rank.is_none_or(|want| want == r) && !c.is_idle();
+        if !self.used.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // The first slot to wait for, in one pass (none: the common case).
+        let Some(mut i) = self.slots().iter().position(|(r, c)| wanted(*r, c)) else {
+            return Ok(());
+        };
+        loop {
+            let (r, c) = match self.slots().get(i) {
+                None => return Ok(()),
+                Some((r, c)) => (*r, c.clone()),
+            };
+            i += 1;
+            if wanted(r, &c) {
+                f(r, &c)?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod per_target_tests {
+    use super::*;
+
+    #[test]
+    fn each_target_has_its_own_tracker() {
+        let o = PerTarget::default();
+        let a = o.to(3);
+        let b = o.to(7);
+        assert!(Arc::ptr_eq(&a, &o.to(3)));
+        a.add();
+        a.add();
+        b.add();
+        assert_eq!(o.pending(Some(3)), 2);
+        assert_eq!(o.pending(Some(7)), 1);
+        assert_eq!(o.pending(Some(5)), 0);
+        assert_eq!(o.pending(None), 3);
+        let mut seen = Vec::new();
+        o.each_busy(Some(7), |r, _| {
+            seen.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, [7]);
+        seen.clear();
+        o.each_busy(None, |r, _| {
+            seen.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, [3, 7]);
+        // An error recorded on an idle tracker is still reported.
+        b.failed("lost".into());
+        a.done();
+        a.done();
+        seen.clear();
+        o.each_busy(None, |r, _| {
+            seen.push(r);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, [7]);
+    }
+
+    #[test]
+    fn idle_unshared_slots_are_taken_over_past_the_bound() {
+        let o = PerTarget::default();
+        let held: Vec<_> = (0..KEEP).map(|r| o.to(r)).collect();
+        // Every slot shared (operations could count on it): a new one.
+        let extra = o.to(1000);
+        assert_eq!(o.slots().len(), KEEP + 1);
+        drop(extra);
+        // Slot of target 1000 is idle and unshared: target 2000 takes it.
+        let again = o.to(2000);
+        assert_eq!(o.slots().len(), KEEP + 1);
+        assert!(o.slots().iter().all(|(r, _)| *r != 1000));
+        // A busy tracker is never taken over even when unshared.
+        again.add();
+        drop(again);
+        let _third = o.to(3000);
+        assert_eq!(o.slots().len(), KEEP + 2);
+        assert_eq!(o.pending(Some(2000)), 1);
+        drop(held);
     }
 }

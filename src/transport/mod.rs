@@ -53,7 +53,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 pub use caps::{AtomicTable, Caps, MrCaps, RemoteCompletion};
-pub use completion::Completion;
+pub use completion::{Completion, PerTarget};
 pub use inflight::InFlight;
 pub use memory::Memory;
 pub use vocab::{Atomic, AtomicKind, AtomicOp, AtomicOrder, Datatype};

@@ -98,9 +98,9 @@ impl<T: Element> Window<'_, T> {
         } else {
             self.props.atomic_order
         };
-        if !promised.contains(wanted) && self.outstanding.pending() > 0 && !queued {
-            // Earlier operations in flight could be overtaken.
-            self.complete_local()?;
+        if !promised.contains(wanted) && self.outstanding.pending(Some(rank)) > 0 && !queued {
+            // Earlier operations in flight to `rank` could be overtaken.
+            self.complete_local(Some(rank))?;
         }
         Ok(Route {
             issuing: _issuing,
@@ -200,7 +200,7 @@ impl<T: Element> Window<'_, T> {
         }
         if software {
             // Acknowledgements count on the window's tracker (flush waits).
-            let acks = Sink::counter(self.outstanding.clone());
+            let acks = Sink::counter(self.outstanding.to(rank));
             return self.soft_post(
                 rank,
                 off,
@@ -414,12 +414,12 @@ impl<T: Element> Window<'_, T> {
             // The operands are copied into the messages: the request is
             // complete locally at once; acknowledgements count on the
             // window's tracker, as for `accumulate`.
-            let acks = Sink::counter(self.outstanding.clone());
+            let acks = Sink::counter(self.outstanding.to(rank));
             let bytes: &[u8] = bytemuck::cast_slice(data.as_mut());
             self.soft_post(rank, off, op.atomic_op(), bytes, n, &acks)?;
             return Ok(Request::new(self.world.config.timeout, t, InFlight::new(data, None), what));
         }
-        let f = InFlight::new(data, Some(self.outstanding.clone()));
+        let f = InFlight::new(data, Some(self.outstanding.to(rank)));
         let posted = t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off));
         self.mark_atomic_dirty(rank);
         posted?;
@@ -467,7 +467,7 @@ impl<T: Element> Window<'_, T> {
             self.cpu_accumulate((rank, off, &d), what_op, &origin, fetched)?;
             return Ok(Request::new(self.world.config.timeout, t, InFlight::new(result, None), what));
         }
-        let f = InFlight::new(result, Some(self.outstanding.clone()));
+        let f = InFlight::new(result, Some(self.outstanding.to(rank)));
         if software {
             // Replies deliver into the request's buffer (counted on the
             // request and the window); a failed post leaves the parts sent

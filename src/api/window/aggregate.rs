@@ -113,18 +113,19 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
-    /// Ships every queued batch and waits for their acknowledgements (the
-    /// completion points call this first).
-    pub(super) fn complete_batches(&self) -> Result<()> {
+    /// Ships every queued batch and waits for the acknowledgements of
+    /// those to `rank` (of all if `None`): the completion points call this
+    /// first.
+    pub(super) fn complete_batches(&self, rank: Option<usize>) -> Result<()> {
         match &self.agg {
-            Some(a) if !a.is_idle() => self.complete_batches_slow(a),
+            Some(a) if !a.is_idle() => self.complete_batches_slow(a, rank),
             _ => Ok(()),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn complete_batches_slow(&self, a: &Aggregation) -> Result<()> {
-        a.complete_batches(&self.agg_origin())
+    fn complete_batches_slow(&self, a: &Aggregation, rank: Option<usize>) -> Result<()> {
+        a.complete_batches(&self.agg_origin(), rank)
     }
 }

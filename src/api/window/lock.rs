@@ -460,7 +460,7 @@ impl<T: Element> Window<'_, T> {
                 return Ok(());
             }
         }
-        self.complete_local()?;
+        self.complete_local(Some(rank))?;
         self.complete_remote(rank)?;
         let held = self.epoch()?.end_unlock(self.id, rank)?;
         if held.nocheck {

@@ -242,7 +242,9 @@ impl<T: Element> Window<'_, T> {
                 self.await_post("complete", t)?;
             }
         }
-        self.complete_local()?;
+        for &t in group {
+            self.complete_local(Some(t))?;
+        }
         for &t in group {
             self.complete_remote(t)?;
         }

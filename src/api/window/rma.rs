@@ -100,7 +100,7 @@ impl<T: Element> Window<'_, T> {
                 what,
             ));
         }
-        let f = InFlight::new(data, Some(self.outstanding.clone()));
+        let f = InFlight::new(data, Some(self.outstanding.to(rank)));
         let posted = self
             .world
             .transport()
@@ -138,7 +138,7 @@ impl<T: Element> Window<'_, T> {
             ));
         }
         self.batches_before(rank, true)?;
-        let f = InFlight::new(buf, Some(self.outstanding.clone()));
+        let f = InFlight::new(buf, Some(self.outstanding.to(rank)));
         self.world
             .transport()
             .get_async(rank, &f, Self::remote(&d, off))?;

@@ -97,7 +97,7 @@ impl<T: Element> Window<'_, T> {
         // The data to `rank` complete there, as `flush(rank)` does, in any
         // epoch type.
         self.flush_pending(Some(world_rank))?;
-        self.complete_local()?;
+        self.complete_local(Some(world_rank))?;
         self.complete_remote(world_rank)?;
         let op = match op {
             SignalOp::Set => AnyOp::Replace,
@@ -107,7 +107,7 @@ impl<T: Element> Window<'_, T> {
         // Sent now, not held for aggregation until the next flush: the
         // target may be waiting for it (as `flush_local`).
         self.flush_pending(Some(world_rank))?;
-        self.complete_local()
+        self.complete_local(Some(world_rank))
     }
 
     /// Waits until this process's own element `disp` satisfies

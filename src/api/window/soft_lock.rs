@@ -198,7 +198,7 @@ impl<T: Element> Window<'_, T> {
     /// Gives back `kind` on `rank` without waiting for the reply (counted
     /// on the window's tracker).
     pub(super) fn soft_release(&self, rank: usize, kind: LockType) -> Result<()> {
-        self.lock_origin().release(rank, kind, &self.outstanding)
+        self.lock_origin().release(rank, kind, &self.outstanding.to(rank))
     }
 
     /// `lock` on the software path: eager for ourselves and node-shared
@@ -498,7 +498,7 @@ impl<T: Element> Window<'_, T> {
             // Queued, then granted by a poll: do it the long way.
             self.replay(rank, Some(stash))?;
         }
-        self.complete_local()?;
+        self.complete_local(Some(rank))?;
         self.complete_remote(rank)?;
         self.soft_release(rank, kind)
     }

@@ -12,22 +12,24 @@ use crate::meta::directory::{self, MAGIC};
 use crate::meta::dirty::for_each_rank;
 
 impl<T: Element> Window<'_, T> {
-    /// Completes request-based operations locally.
-    pub(super) fn complete_local(&self) -> Result<()> {
+    /// Completes request-based operations to `rank` (to every target if
+    /// `None`) locally; queued operations and batches of every target are
+    /// sent first.
+    pub(super) fn complete_local(&self, rank: Option<usize>) -> Result<()> {
         self.deferred.write(self.id)?;
-        self.complete_batches()?;
+        self.complete_batches(rank)?;
         // Direct (load/store) operations to node-local peers are complete
         // when issued; this fence orders them before the synchronization
         // that follows (see `direct.rs`).
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        if self.outstanding.is_idle() {
-            // Nothing in flight (blocking operations, the direct path):
-            // no need to drive the provider.
-            return Ok(());
-        }
+        // Trackers with nothing in flight (blocking operations, the direct
+        // path) are skipped: no need to drive the provider.
         let id = self.id;
-        self.world.transport().wait(&self.outstanding, &|| {
-            format!("completing operations of window {id}")
+        self.outstanding.each_busy(rank, |r, c| {
+            self.world
+                .transport()
+                .wait(c, &|| format!("completing operations of window {id} to rank {r}"))
+                .map_err(|e| e.awaiting(r))
         })
     }
 
@@ -66,7 +68,7 @@ impl<T: Element> Window<'_, T> {
     }
 
     pub(super) fn complete_all(&self) -> Result<()> {
-        self.complete_local()?;
+        self.complete_local(None)?;
         let mut done = Ok(());
         for_each_rank(self.dirty_targets(), |t| {
             if done.is_ok() {
@@ -84,7 +86,7 @@ impl<T: Element> Window<'_, T> {
             self.epoch()?.flush(self.id, "flush", Some(rank))?;
         }
         self.flush_pending(Some(rank))?;
-        self.complete_local()?;
+        self.complete_local(Some(rank))?;
         self.complete_remote(rank)
     }
 
@@ -101,14 +103,14 @@ impl<T: Element> Window<'_, T> {
         self.alive("flush_local")?;
         let rank = self.check_rank(rank)?;
         self.epoch()?.flush(self.id, "flush_local", Some(rank))?;
-        self.complete_local()
+        self.complete_local(Some(rank))
     }
 
     /// Completes all operations locally.
     pub fn flush_local_all(&self) -> Result<()> {
         self.alive("flush_local_all")?;
         self.epoch()?.flush(self.id, "flush_local_all", None)?;
-        self.complete_local()
+        self.complete_local(None)
     }
 
     /// Opens a passive-target epoch to every rank: `lock_all_with(Assert::NONE)`.

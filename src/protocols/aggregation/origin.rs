@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::progress::wait;
 use crate::transport::am::{kind, ActiveMessages};
 use crate::transport::inflight::Sink;
-use crate::transport::{AtomicOp, Completion, Datatype, Transport};
+use crate::transport::{AtomicOp, Datatype, PerTarget, Transport};
 
 /// What the origin side needs of a window: nothing more.
 pub struct Origin<'c> {
@@ -59,8 +59,11 @@ pub struct Origin<'c> {
 /// table is counted in `shipping` before the table's mutex is released, and
 /// leaves that count only after its batch's acknowledgement is counted in
 /// `acks` (or its send failed). So a completion point that finds the table
-/// empty, then `shipping` at zero, then waits for `acks`, covers every
-/// operation queued before it — also those another thread is still sending.
+/// empty, then `shipping` at zero, then waits for `acks` of a target,
+/// covers every operation to that target queued before it — also those
+/// another thread is still sending. Acknowledgements are counted per
+/// target (`PerTarget`): a batch a stopped peer never acknowledges holds
+/// up only the completion points that cover that peer.
 ///
 /// `queued` is set (with the table's mutex held) whenever an operation is
 /// put into the table, and cleared only by a completion point right before
@@ -70,7 +73,7 @@ pub struct Origin<'c> {
 /// window whose operations all took another path.
 pub struct Aggregation {
     table: Mutex<OpTable>,
-    acks: Arc<Completion>,
+    acks: PerTarget,
     shipping: AtomicUsize,
     queued: AtomicBool,
     max_op: usize,
@@ -89,7 +92,7 @@ impl Aggregation {
         let c = shared.config;
         (c.mode != AggregateMode::Off).then(|| Aggregation {
             table: Mutex::new(OpTable::new(id, shared.clone())),
-            acks: Arc::new(Completion::new()),
+            acks: PerTarget::default(),
             shipping: AtomicUsize::new(0),
             queued: AtomicBool::new(false),
             max_op: c.max_op,
@@ -391,10 +394,11 @@ impl Aggregation {
     fn send_batch(&self, o: &Origin<'_>, t: &TargetElem) -> Result<()> {
         let has_acc = t.ops.iter().any(|op| op.class == ACCUMULATE);
         if has_acc && o.ordered {
-            self.wait_acks(o)?;
+            // Accumulate ordering holds between one origin and one target.
+            self.wait_acks(o, Some(t.rank))?;
         }
         let (id, me, rank) = (o.window, o.me, t.rank);
-        let sink = Sink::counter(self.acks.clone());
+        let sink = Sink::counter(self.acks.to(rank));
         let s = sink.clone();
         sink.add();
         let sent = o.am.request(
@@ -425,14 +429,18 @@ impl Aggregation {
         }
     }
 
-    fn wait_acks(&self, o: &Origin<'_>) -> Result<()> {
+    /// Waits for the acknowledgements of the batches sent to `rank` (to
+    /// every target if `None`).
+    fn wait_acks(&self, o: &Origin<'_>, rank: Option<usize>) -> Result<()> {
         let id = o.window;
-        let what = || format!("acknowledgements of batches of window {id}");
-        if self.acks.pending() == 0 {
-            // Nothing in flight: only a refused batch to report.
-            return self.acks.check(what);
-        }
-        o.transport.wait(&self.acks, &what)
+        self.acks.each_busy(rank, |r, acks| {
+            let what = || format!("acknowledgements of batches of window {id} to rank {r}");
+            if acks.pending() == 0 {
+                // Nothing in flight: only a refused batch to report.
+                return acks.check(what);
+            }
+            o.transport.wait(acks, &what).map_err(|e| e.awaiting(r))
+        })
     }
 
     /// Before an operation to `rank` outside the table: ships `rank`'s
@@ -455,9 +463,7 @@ impl Aggregation {
         }
         if settle {
             self.wait_shipping(o)?;
-            if self.acks.pending() > 0 {
-                self.wait_acks(o)?;
-            }
+            self.wait_acks(o, Some(rank))?;
         }
         Ok(())
     }
@@ -476,12 +482,13 @@ impl Aggregation {
     }
 
     /// Ships every queued batch, round-robin over targets, and waits for
-    /// their acknowledgements (the completion points call this first).
+    /// the acknowledgements of those to `rank` (of all if `None`): the
+    /// completion points call this first.
     ///
     /// # Errors
     /// The first batch that could not be sent, else a refused batch or a
     /// wait that ran out of time.
-    pub fn complete_batches(&self, o: &Origin<'_>) -> Result<()> {
+    pub fn complete_batches(&self, o: &Origin<'_>, rank: Option<usize>) -> Result<()> {
         let mut first = None;
         // See [`Aggregation`]: clear before draining, so that anything
         // queued from here on sets it again.
@@ -499,7 +506,7 @@ impl Aggregation {
         } else {
             self.wait_shipping(o)
         }
-        .and_then(|()| self.wait_acks(o));
+        .and_then(|()| self.wait_acks(o, rank));
         first.map_or(waited, Err)
     }
 }
