@@ -1,16 +1,19 @@
-//! Library-owned cells for the provider to write small results into.
+//! Library-owned cells for the provider to read and write small transfers.
 //!
-//! A blocking get of a few bytes (a flush's control word, a user's 8-byte
-//! read) and the result of a blocking fetching atomic or compare-and-swap
-//! are read by the provider into a *cell* of this pool, then copied to the
-//! caller. The operation's context holds a reference to the cell while the
-//! provider may still write it, so a wait that times out can give the
-//! operation up without giving up the provider: a late completion writes
-//! the abandoned cell, never memory the caller got back
-//! (`waiting::wait`). Without the cell, the provider would write the
-//! caller's buffer (often a stack slot) after the call returned, and the
-//! only safe answer to a timeout would be to stop using the provider for
-//! every peer (as it still is for larger reads: `docs/transport.md`).
+//! A blocking get of up to [`CELL_BYTES`] (a flush's control word, a
+//! user's row of values) and the result of a blocking fetching atomic or
+//! compare-and-swap are read by the provider into a *cell* of this pool,
+//! then copied to the caller; a blocking put of up to [`CELL_BYTES`] above
+//! the provider's inject size is copied into a cell and written from
+//! there. The operation's context holds a reference to the cell while the
+//! provider may still use it, so a wait that times out (a stopped or
+//! unreachable peer) can give the operation up without giving up the
+//! provider: a late completion uses the abandoned cell, never memory the
+//! caller got back (`waiting::wait`). Without the cell, the provider would
+//! use the caller's buffer (often a stack slot) after the call returned,
+//! and the only safe answer to a timeout would be to stop using the
+//! provider for every peer (as it still is for larger blocking transfers:
+//! `docs/transport.md`).
 //!
 //! Invariant: a cell is in the free list only while no context refers to
 //! it (when it is given back, the pool's registry and the giver are its
@@ -23,10 +26,13 @@
 use std::cell::UnsafeCell;
 use std::sync::{Arc, Mutex};
 
-/// Bytes per cell: the largest blocking read (and the largest fetching
-/// atomic's operand, compare value and result together) that travels
-/// through a cell.
-pub const CELL_BYTES: usize = 64;
+/// Bytes per cell: the largest blocking read or write (and the largest
+/// fetching atomic's operand, compare value and result together) that
+/// travels through a cell. A copy of up to this many bytes costs well
+/// under a microsecond, a fraction of a transfer on the providers without
+/// `FI_MR_LOCAL` that use cells (tcp, sockets, shm); larger transfers use
+/// the caller's buffer in place.
+pub const CELL_BYTES: usize = 8192;
 
 /// One cell. The provider writes it through a raw pointer between the post
 /// and the completion; this process reads or writes it only before the

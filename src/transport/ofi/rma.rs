@@ -422,24 +422,31 @@ fn transfer(
         };
         return with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
     }
-    if let (Dir::Read, true) = (dir, len <= bounce::CELL_BYTES) {
-        return bounced_read(t, target, buf, len, remote);
+    if len <= bounce::CELL_BYTES {
+        return bounced(t, dir, target, buf, len, remote);
     }
     with_own(|done| post_then_wait(t, dir, target, Local::of(buf, len), remote, done, &what))
 }
 
-/// A blocking read of at most [`bounce::CELL_BYTES`] through a bounce cell
-/// (a flush's control word, a small get): the provider writes the cell,
-/// which its context keeps, so a wait that times out gives the read up
-/// without giving up the provider (`bounce.rs`).
-fn bounced_read(
+/// A blocking transfer of at most [`bounce::CELL_BYTES`] through a bounce
+/// cell (a flush's control word, a small get, a put above the inject
+/// size): the provider reads or writes the cell, which its context keeps,
+/// so a wait that times out (a stopped or unreachable peer) gives the
+/// transfer up without giving up the provider (`bounce.rs`).
+fn bounced(
     t: &OfiTransport,
+    dir: Dir,
     target: usize,
     buf: *mut u8,
     len: usize,
     remote: RemoteAddr,
 ) -> Result<()> {
     let cell = t.bounce.take();
+    if let Dir::Write = dir {
+        // SAFETY: the caller lent `len` bytes at `buf` for this call
+        // (put_blocking takes `&[u8]`).
+        cell.fill(0, unsafe { std::slice::from_raw_parts(buf, len) });
+    }
     let local = Local {
         ptr: cell.as_mut_ptr(),
         len,
@@ -447,9 +454,9 @@ fn bounced_read(
         keep: Some(cell.clone()),
         caller: false,
     };
-    let what = || format!("getting {len} bytes with rank {target}");
-    let waited = with_own(|done| post_then_wait(t, Dir::Read, target, local, remote, done, &what));
-    if waited.is_ok() {
+    let what = || format!("{}ting {len} bytes with rank {target}", dir.name());
+    let waited = with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
+    if let (Dir::Read, true) = (dir, waited.is_ok()) {
         // SAFETY: the caller lent `len` bytes at `buf` mutably for this
         // call (get_blocking takes `&mut [u8]`, put_signal its own word).
         cell.read(0, unsafe { std::slice::from_raw_parts_mut(buf, len) });
