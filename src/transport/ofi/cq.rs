@@ -395,6 +395,9 @@ fn read_error(t: &OfiTransport) -> Result<()> {
             Error::backend("ofi", "fi_cq_readerr", what, err.err, message.clone())
         });
     }
+    // As in `complete_all`: what it kept goes before the waiter is told.
+    ctx._mr.clear();
+    ctx._keep = None;
     if peer_gone {
         ctx.fail_peer_gone(message);
     } else {

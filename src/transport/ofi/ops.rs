@@ -63,6 +63,13 @@ pub struct ContextTable {
     exhausted: AtomicU64,
 }
 
+/// The targets of the operations [`ContextTable::held`] counts.
+enum Targets {
+    None,
+    One(usize),
+    Several,
+}
+
 /// What the provider holds of a wait's operations ([`ContextTable::held`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Held {
@@ -165,22 +172,34 @@ impl ContextTable {
     /// (as their own tracker or their group's). A scan of the table: called
     /// only when a wait has run out of time. A broken table answers
     /// [`Held::CallerMemory`] (the safe answer: something may still write).
-    pub fn held(&self, done: &super::super::Completion) -> Held {
+    pub fn held(&self, done: &super::super::Completion) -> (Held, Option<usize>) {
         let Ok(slab) = self.slab.lock() else {
-            return Held::CallerMemory;
+            return (Held::CallerMemory, None);
         };
         let mut held = Held::Nothing;
+        // The target the held operations go to, if they all go to one.
+        let mut target = Targets::None;
         for op in slab.slots.iter().filter_map(|s| s.op.as_ref()) {
             let counted = std::ptr::eq(Arc::as_ptr(&op.done), done)
                 || op.group.as_ref().is_some_and(|g| std::ptr::eq(Arc::as_ptr(g), done));
             if counted {
+                target = match target {
+                    Targets::None => Targets::One(op.target),
+                    Targets::One(t) if t == op.target => Targets::One(t),
+                    _ => Targets::Several,
+                };
                 if op.uses_caller {
-                    return Held::CallerMemory;
+                    held = Held::CallerMemory;
+                } else if held == Held::Nothing {
+                    held = Held::OwnMemory;
                 }
-                held = Held::OwnMemory;
             }
         }
-        held
+        let target = match target {
+            Targets::One(t) => Some(t),
+            _ => None,
+        };
+        (held, target)
     }
 
     /// Takes the operation of `token` back, if the token is valid.

@@ -101,7 +101,12 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
             // every peer; if it may still read or write memory the caller
             // gets back (a blocking get or put on the caller's buffer),
             // the provider is not used again.
-            let holds = t.ops.held(done);
+            let (holds, target) = t.ops.held(done);
+            // The peer the operations wait for, when they all go to one.
+            let naming = |e: Error| match target {
+                Some(rank) => e.awaiting(rank),
+                None => e,
+            };
             held = holds != Held::Nothing;
             if !held {
                 return Err(Error::timeout(
@@ -110,14 +115,14 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
                 ));
             }
             if own && holds == Held::OwnMemory {
-                return Err(Error::timeout(
+                return Err(naming(Error::timeout(
                     format!(
                         "waiting for {} operation(s) while {} (given up; the provider stays in use)",
                         done.pending(),
                         what()
                     ),
                     secs,
-                ));
+                )));
             }
             if own {
                 let msg = format!(
@@ -126,7 +131,7 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
                     what()
                 );
                 t.poison(msg.clone());
-                return Err(Error::timeout(msg, secs));
+                return Err(naming(Error::timeout(msg, secs)));
             }
         }
         backoff(&mut round);
