@@ -248,6 +248,7 @@ fn a_stopped_peer_costs_a_timeout_not_the_transport() {
         let has = |s: &str| lines.iter().any(|l| l.contains(s));
         let stopped_err = lines.iter().any(|l| {
             l.contains("stopped-peer get from the stopped rank: Err after")
+                && l.contains("naming rank Some(2)")
                 && l.split("after ")
                     .nth(1)
                     .and_then(|t| t.split(' ').next())
@@ -256,6 +257,9 @@ fn a_stopped_peer_costs_a_timeout_not_the_transport() {
         });
         if out.status.is_none()
             || !stopped_err
+            || !has("stopped-peer row get from the stopped rank: Err")
+            || !has("stopped-peer row put and flush to the stopped rank: Err")
+            || !has("stopped-peer rput and flush to the stopped rank: Err")
             || !has("stopped-peer get from the live rank: Ok 101")
             || !has("stopped-peer put and flush to the live rank: Ok")
             || !has("stopped-peer live rank saw 42")
@@ -266,13 +270,17 @@ fn a_stopped_peer_costs_a_timeout_not_the_transport() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Elements of the request-based put to the stopped rank (larger than any
+/// provider's inject size).
+const BIG: usize = 8192;
+
 fn stopped_peer_child() {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let world = World::init().expect("init");
     let me = world.rank();
     let pids = world.allgather(&[std::process::id() as u64]).expect("pids");
-    let win = Window::<u64>::allocate(&world, 4).expect("allocate");
+    let win = Window::<u64>::allocate(&world, 4 + BIG).expect("allocate");
     win.local_write(0, &[100 + me as u64]).expect("local write");
     world.barrier().expect("barrier");
     win.lock_all_with(Assert::NOCHECK).expect("lock_all");
@@ -338,7 +346,41 @@ fn stopped_peer_child() {
             match win.get(2, 0, &mut v) {
                 Ok(()) => println!("stopped-peer get from the stopped rank: Ok {}", v[0]),
                 Err(e) => println!(
-                    "stopped-peer get from the stopped rank: Err after {:.2} s: {e}",
+                    "stopped-peer get from the stopped rank: Err after {:.2} s naming rank {:?}: {e}",
+                    t.elapsed().as_secs_f64(),
+                    e.rank()
+                ),
+            }
+            // Blocking transfers larger than a word to the stopped rank:
+            // errors after a timeout, and the provider stays usable.
+            let mut row = [0u64; 16];
+            let t = Instant::now();
+            match win.get(2, 0, &mut row) {
+                Ok(()) => println!("stopped-peer row get from the stopped rank: Ok"),
+                Err(e) => println!(
+                    "stopped-peer row get from the stopped rank: Err after {:.2} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ),
+            }
+            let t = Instant::now();
+            match win.put(2, 4, &row).and_then(|()| win.flush(2)) {
+                Ok(()) => println!("stopped-peer row put and flush to the stopped rank: Ok"),
+                Err(e) => println!(
+                    "stopped-peer row put and flush to the stopped rank: Err after {:.2} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ),
+            }
+            // A request-based put to the stopped rank, then a flush of it:
+            // the flush fails, and the operation it gave up on does not
+            // hold up the window's later flushes to other ranks.
+            let t = Instant::now();
+            match win
+                .rput(2, 4, vec![9u64; BIG])
+                .and_then(|r| win.flush(2).map(|()| r))
+            {
+                Ok(_) => println!("stopped-peer rput and flush to the stopped rank: Ok"),
+                Err(e) => println!(
+                    "stopped-peer rput and flush to the stopped rank: Err after {:.2} s: {e}",
                     t.elapsed().as_secs_f64()
                 ),
             }
