@@ -68,6 +68,10 @@ const CASES: &[(&str, Case)] = &[
         threads_lock_different_targets,
     ),
     (
+        "threads_flush_their_own_targets",
+        threads_flush_their_own_targets,
+    ),
+    (
         "other_epochs_after_plain_fence",
         other_epochs_after_plain_fence,
     ),
@@ -1803,6 +1807,51 @@ fn threads_lock_different_targets(w: &World) -> onesided::Result<()> {
     win.free()
 }
 
+/// Threads of one rank, each with its own target, in one lock_all epoch
+/// (MPI_THREAD_MULTIPLE): each issues request-based puts and accumulates
+/// and `flush(target)`es its target alone while the others issue to
+/// theirs; after each flush, the thread reads back exactly what it wrote
+/// (`flush(rank)` completes that rank's operations, which are counted per
+/// target, while other targets' trackers come and go).
+fn threads_flush_their_own_targets(w: &World) -> onesided::Result<()> {
+    let (me, p) = (w.rank(), w.size());
+    let threads = (p - 1).clamp(1, 3);
+    let (rounds, len) = (30usize, 48usize);
+    // Per (origin, thread): `len` values and one counter.
+    let slot = len + 1;
+    let mut win = Window::<u64>::allocate(w, p * threads * slot)?;
+    w.barrier()?;
+    win.lock_all()?;
+    in_threads(threads, |t| {
+        let target = (me + 1 + t) % p;
+        let base = (me * threads + t) * slot;
+        for k in 0..rounds {
+            let data: Vec<u64> = (0..len).map(|i| val(me, k * len + i)).collect();
+            let put = win.rput(target, base, data)?;
+            let acc = win.raccumulate(target, base + len, vec![k as u64 + 1], Op::Sum)?;
+            win.flush(target)?;
+            put.wait()?;
+            acc.wait()?;
+            let mut back = vec![0u64; slot];
+            win.get(target, base, &mut back)?;
+            win.flush(target)?;
+            for (i, v) in back[..len].iter().enumerate() {
+                assert_eq!(
+                    *v,
+                    val(me, k * len + i),
+                    "thread {t}, round {k}, element {i}"
+                );
+            }
+            let sum: u64 = (1..=k as u64 + 1).sum();
+            assert_eq!(back[len], sum, "thread {t}, round {k}: counter");
+        }
+        Ok(())
+    })?;
+    win.unlock_all()?;
+    w.barrier()?;
+    win.free()
+}
+
 /// The common program shape: fence, operations, fence (without
 /// NOSUCCEED), then a passive-target or PSCW phase. MPI-3.1 §11.5 lets the
 /// last fence of a phase omit NOSUCCEED; the next kind of epoch may begin
@@ -2118,6 +2167,7 @@ in_process_tests!(
     group_windows,
     threads_share_a_window,
     threads_lock_different_targets,
+    threads_flush_their_own_targets,
     other_epochs_after_plain_fence,
     self_spin_serves_peers,
     huge_and_duplicate_arguments,
