@@ -3,4 +3,4 @@
 //! barriers) and forward their output. `onesided-run --help` documents the
 //! options; `docs/launching.md` compares it with Hydra, Slurm and mpirun.
 
-pub use crate::bootstrap::launcher::{run, Options};
+pub use crate::bootstrap::launcher::{run, run_until, Options};

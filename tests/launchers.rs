@@ -210,6 +210,66 @@ fn killed_rank_ends_the_job() {
     }
 }
 
+// Ending `onesided-run` (Ctrl-C, `kill`, a batch system's SIGTERM) ends its
+// ranks, also those that never joined the job (which have no lifeline to
+// notice the launcher is gone): they get the signal, the launcher exits
+// with 128 + the signal, and nothing is left running.
+#[test]
+fn signalled_launcher_ends_its_ranks() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::Instant;
+
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+
+    let name = test_name(module_path!(), "signalled_launcher_ends_its_ranks");
+    if is_child(&name) {
+        println!("pid={}", std::process::id());
+        // Never joins the job: only the launcher can end this rank.
+        loop {
+            std::thread::park();
+        }
+    }
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        let mut cmd = common::onesided_run_command(&name, 2, &[]);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut launcher = cmd.spawn().expect("starting onesided-run");
+        let out = launcher.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(out).lines();
+        let mut ranks = Vec::new();
+        while ranks.len() < 2 {
+            match lines.next() {
+                Some(Ok(l)) => ranks.extend(pids(&l)),
+                _ => break,
+            }
+        }
+        assert_eq!(ranks.len(), 2, "{sig}: the ranks did not start");
+        kill(Pid::from_raw(launcher.id() as i32), sig).expect("signalling the launcher");
+        let start = Instant::now();
+        let status = common::wait_until(&mut launcher, start + Duration::from_secs(30));
+        if status.is_none() {
+            common::stop(&mut launcher);
+        }
+        let alive = wait_gone(&ranks, Duration::from_secs(10));
+        for &pid in &alive {
+            // Not left behind when the test fails.
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(128 + sig as i32),
+            "{sig}: launcher ended with {status:?}"
+        );
+        assert!(alive.is_empty(), "{sig}: ranks still alive: {alive:?}");
+        say(&format!(
+            "[harness] signalled_launcher_ends_its_ranks: {sig}: launcher exit {} in {:.2} s, no rank left",
+            128 + sig as i32,
+            start.elapsed().as_secs_f64()
+        ));
+    }
+}
+
 /// Runs this test binary's `name` alone with `env`; returns its output.
 fn alone_with(name: &str, env: &[(&str, &str)]) -> common::Output {
     let mut cmd = child_command(name);

@@ -31,6 +31,8 @@ pub mod output;
 pub mod server;
 pub mod spawn;
 
+use std::sync::atomic::AtomicUsize;
+
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
@@ -81,6 +83,17 @@ pub struct Options {
 
 /// Runs a job to completion; returns the launcher's exit code.
 pub fn run(opts: &Options) -> Result<i32> {
+    run_until(opts, &AtomicUsize::new(0))
+}
+
+/// As [`run`], ending the job when `signal` becomes non-zero: every rank
+/// still running gets that signal, SIGKILL after a grace period, and the
+/// launcher's exit code is 128 + the signal (as a shell reports a process
+/// the signal ended). `onesided-run` sets it from its SIGINT, SIGTERM and
+/// SIGHUP handlers, so that killing the launcher (Ctrl-C, `kill`, a batch
+/// system's SIGTERM) ends the ranks too, not only those that joined the
+/// job (which end anyway when their lifeline to the launcher breaks).
+pub fn run_until(opts: &Options, signal: &AtomicUsize) -> Result<i32> {
     let size = opts.ranks as usize;
     let dir = JobDir::create()?;
     let token = new_token()?;
@@ -93,6 +106,7 @@ pub fn run(opts: &Options) -> Result<i32> {
         token: &token,
         timeout: opts.timeout.map(std::time::Duration::from_secs),
         keep_going: opts.keep_going,
+        signal,
     };
     listener.serve_in_background()?;
     spawn::run_job(&job)

@@ -11,6 +11,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,8 @@ pub struct JobSpec<'a> {
     pub timeout: Option<Duration>,
     /// Let the other ranks run on after one failed (`--keep-going`).
     pub keep_going: bool,
+    /// A signal the launcher received (0: none): ends the job.
+    pub signal: &'a AtomicUsize,
 }
 
 struct Rank {
@@ -126,6 +129,19 @@ fn watch(job: &JobSpec<'_>, ranks: &mut [Rank]) -> i32 {
     let mut first_failure: Option<i32> = None;
     loop {
         let mut running = 0;
+        let signal = job.signal.load(Ordering::Acquire);
+        if signal != 0 {
+            let sig = i32::try_from(signal)
+                .ok()
+                .and_then(|s| Signal::try_from(s).ok())
+                .unwrap_or(Signal::SIGTERM);
+            eprintln!(
+                "onesided-run: received {}; ending all ranks",
+                sig.as_str()
+            );
+            terminate_with(ranks, sig);
+            return 128 + sig as i32;
+        }
         for (r, rank) in ranks.iter_mut().enumerate() {
             if rank.status.is_some() {
                 continue;
@@ -200,13 +216,19 @@ pub fn describe(status: ExitStatus) -> String {
 /// SIGTERM to every rank still running, SIGKILL to those alive after
 /// [`GRACE`]; reaps them all.
 fn terminate(ranks: &mut [Rank]) {
+    terminate_with(ranks, Signal::SIGTERM)
+}
+
+/// `first` to every rank still running, SIGKILL to those alive after
+/// [`GRACE`]; reaps them all.
+fn terminate_with(ranks: &mut [Rank], first: Signal) {
     let alive =
         |rank: &mut Rank| rank.status.is_none() && matches!(rank.child.try_wait(), Ok(None));
     for rank in ranks.iter_mut() {
         if alive(rank) {
             // The child is not reaped yet, so its pid cannot have been reused.
             let pid = Pid::from_raw(rank.child.id() as i32);
-            let _ = kill(pid, Signal::SIGTERM);
+            let _ = kill(pid, first);
         }
     }
     let deadline = Instant::now() + GRACE;
