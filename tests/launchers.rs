@@ -169,6 +169,28 @@ fn pids(stdout: &str) -> Vec<u32> {
         .collect()
 }
 
+// A second `World::init` while the first World lives is refused with an
+// error that says why (before: the launcher's "rank_1_is_already_connected"
+// under onesided-run), and the first World still works.
+spmd_test!(
+    second_init_is_refused_while_the_first_lives,
+    jobs = common::matrix_one_provider(&[2]),
+    || {
+        let world = World::init().expect("init");
+        match World::init() {
+            Ok(_) => panic!("a second World::init succeeded"),
+            Err(e) => {
+                assert_eq!(e.kind(), onesided::ErrorKind::InvalidArgument, "{e}");
+                assert!(e.to_string().contains("already joined"), "{e}");
+            }
+        }
+        let mut all = world.allgather(&[world.rank() as u64]).expect("allgather");
+        all.sort_unstable();
+        assert_eq!(all, (0..world.size() as u64).collect::<Vec<_>>());
+        world.finalize().expect("finalize");
+    }
+);
+
 // A rank killed by SIGKILL ends the job under every launcher (srun with
 // --kill-on-bad-exit, mpirun's default, Hydra, onesided-run): the launcher
 // exits with a failure and no rank is left running.

@@ -94,7 +94,16 @@ pub struct World {
     pub(crate) groups: Arc<crate::api::group::GroupTable>,
     /// `finalize` ran: `Drop` has nothing left to do.
     finalized: bool,
+    /// This World holds [`JOINED`] (it joined a launched job).
+    joined: bool,
 }
+
+/// Set while a World of this process is part of a launched job (any
+/// bootstrap but the singleton): a process joins its job once, and a
+/// second `World::init` meanwhile is refused with an error that says so
+/// (the launcher's own refusal names only a rank "already connected").
+/// A new World after the first was finalized or dropped joins again.
+static JOINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl World {
     /// Starts the process's part of the job: bootstrap (launcher, PMI or
@@ -139,9 +148,24 @@ impl World {
                     let _ = crate::topology::this_machine();
                 });
         }
+        use std::sync::atomic::Ordering;
+        if JOINED.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(
+                "World::init: this process already joined its job and that World is still \
+                 alive: a process joins once (share the first World by reference; a new \
+                 World after the first is finalized or dropped joins again)"
+                    .into(),
+            ));
+        }
         let boot: Arc<dyn Bootstrap> = Arc::from(bootstrap::init()?);
         let (rank, size) = (boot.rank(), boot.size());
-        Self::start_with(config, boot, |c| crate::transport::open(c, rank, size))
+        let launched = boot.name() != "singleton";
+        let mut world = Self::start_with(config, boot, |c| crate::transport::open(c, rank, size))?;
+        if launched {
+            JOINED.store(true, Ordering::Release);
+            world.joined = true;
+        }
+        Ok(world)
     }
 
     /// Starts this rank's part of the job on a bootstrap already joined,
@@ -310,6 +334,7 @@ impl World {
             barrier_epoch: Mutex::new(0),
             groups,
             finalized: false,
+            joined: false,
         })
     }
 
@@ -607,5 +632,8 @@ impl Drop for World {
         }
         self.stop_agent();
         let _ = &self.ctrl_reg;
+        if self.joined {
+            JOINED.store(false, std::sync::atomic::Ordering::Release);
+        }
     }
 }
