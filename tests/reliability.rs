@@ -226,17 +226,45 @@ fn a_stopped_peer_costs_a_timeout_not_the_transport() {
         stopped_peer_child();
         return;
     }
+    stopped_rank_jobs(
+        &name,
+        &["tcp", "net", "sockets"],
+        "stopped-peer ",
+        |lines| {
+            let has = |s: &str| lines.iter().any(|l| l.contains(s));
+            let stopped_err = lines.iter().any(|l| {
+                l.contains("stopped-peer get from the stopped rank: Err after")
+                    && l.contains("naming rank Some(2)")
+                    && l.split("after ")
+                        .nth(1)
+                        .and_then(|t| t.split(' ').next())
+                        .and_then(|t| t.parse::<f64>().ok())
+                        .is_some_and(|s| {
+                            s >= TIMEOUT_S as f64 * 0.9 && s <= (TIMEOUT_S * 2 + 3) as f64
+                        })
+            });
+            stopped_err
+                && has("stopped-peer row get from the stopped rank: Err")
+                && has("stopped-peer row put and flush to the stopped rank: Err")
+                && has("stopped-peer rput and flush to the stopped rank: Err")
+                && has("stopped-peer get from the live rank: Ok 101")
+                && has("stopped-peer put and flush to the live rank: Ok")
+                && has("stopped-peer live rank saw 42")
+        },
+    );
+}
+
+/// Runs test `name` at 3 ranks under `onesided-run --keep-going` on each
+/// provider (rank 2 gets stopped), prints the lines with `marker`, and
+/// fails unless every job ended and `ok` holds for its lines.
+fn stopped_rank_jobs(name: &str, providers: &[&str], marker: &str, ok: impl Fn(&[&str]) -> bool) {
     let mut failures = Vec::new();
-    for provider in ["tcp", "net", "sockets"] {
-        let mut cmd = common::onesided_run_command(&name, 3, &["--keep-going"]);
+    for provider in providers {
+        let mut cmd = common::onesided_run_command(name, 3, &["--keep-going"]);
         cmd.env("ONESIDED_PROVIDER", provider)
             .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string());
         let out = common::run_with_limit(cmd, Duration::from_secs(90));
-        let lines: Vec<&str> = out
-            .stdout
-            .lines()
-            .filter(|l| l.contains("stopped-peer "))
-            .collect();
+        let lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(marker)).collect();
         common::say(&format!(
             "{provider}: job {} in {:.1} s",
             out.status.map_or("hung".into(), |s| s.to_string()),
@@ -245,29 +273,99 @@ fn a_stopped_peer_costs_a_timeout_not_the_transport() {
         for l in &lines {
             common::say(&format!("    {l}"));
         }
-        let has = |s: &str| lines.iter().any(|l| l.contains(s));
-        let stopped_err = lines.iter().any(|l| {
-            l.contains("stopped-peer get from the stopped rank: Err after")
-                && l.contains("naming rank Some(2)")
-                && l.split("after ")
-                    .nth(1)
-                    .and_then(|t| t.split(' ').next())
-                    .and_then(|t| t.parse::<f64>().ok())
-                    .is_some_and(|s| s >= TIMEOUT_S as f64 * 0.9 && s <= (TIMEOUT_S * 2 + 3) as f64)
-        });
-        if out.status.is_none()
-            || !stopped_err
-            || !has("stopped-peer row get from the stopped rank: Err")
-            || !has("stopped-peer row put and flush to the stopped rank: Err")
-            || !has("stopped-peer rput and flush to the stopped rank: Err")
-            || !has("stopped-peer get from the live rank: Ok 101")
-            || !has("stopped-peer put and flush to the live rank: Ok")
-            || !has("stopped-peer live rank saw 42")
-        {
+        if out.status.is_none() || !ok(&lines) {
             failures.push(format!("{provider}\n{}", out.tail(30)));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+// PSCW with a stopped member of the access group: `complete` returns the
+// error of the stopped rank (after the timeout) and still completes and
+// tells the live member, whose `wait` returns with the data in place
+// (before, `complete` returned at the first failing target and the live
+// ranks' `wait` never ended).
+#[test]
+fn a_stopped_member_does_not_hold_up_the_pscw_group() {
+    let name = common::test_name(
+        module_path!(),
+        "a_stopped_member_does_not_hold_up_the_pscw_group",
+    );
+    if common::is_child(&name) {
+        stopped_member_child();
+        return;
+    }
+    stopped_rank_jobs(&name, &["tcp", "net"], "stopped-member ", |lines| {
+        let has = |s: &str| lines.iter().any(|l| l.contains(s));
+        has("stopped-member complete: Err naming rank Some(2)")
+            && has("stopped-member live rank's wait: Ok, saw 11")
+    });
+}
+
+fn stopped_member_child() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let world = World::init().expect("init");
+    let me = world.rank();
+    let pids = world.allgather(&[std::process::id() as u64]).expect("pids");
+    let win = Window::<u64>::allocate(&world, 4).expect("allocate");
+    let flags = Window::<u64>::allocate(&world, 4).expect("allocate");
+    world.barrier().expect("barrier");
+    flags.lock_all_with(Assert::NOCHECK).expect("lock_all");
+    match me {
+        0 => {
+            // Both posts are in (rank 2 says so after posting), then rank 2
+            // is stopped.
+            flags
+                .wait_until(2, onesided::Cmp::Eq, 1)
+                .expect("rank 2 posted");
+            kill(Pid::from_raw(pids[2] as i32), Signal::SIGSTOP).expect("SIGSTOP");
+            // The stopped rank first: its timeout must not keep rank 1 out.
+            win.start(&[2, 1], Assert::NONE).expect("start");
+            win.put(1, 0, &[11]).expect("put to 1");
+            let _ = win.put(2, 0, &[22]);
+            match win.complete() {
+                Ok(()) => println!("stopped-member complete: Ok"),
+                Err(e) => println!(
+                    "stopped-member complete: Err naming rank {:?}: {e}",
+                    e.rank()
+                ),
+            }
+            let _ = kill(Pid::from_raw(pids[2] as i32), Signal::SIGCONT);
+            // Rank 1 may leave once it has seen our completion.
+            let _ = flags.wait_until(1, onesided::Cmp::Eq, 1);
+        }
+        1 => {
+            win.post(&[0], Assert::NONE).expect("post");
+            // Rank 0 spends a timeout on rank 2 before it may tell us.
+            let mut waited = win.wait();
+            for _ in 0..4 {
+                if waited.is_ok() {
+                    break;
+                }
+                waited = win.wait();
+            }
+            match waited {
+                Ok(()) => println!(
+                    "stopped-member live rank's wait: Ok, saw {}",
+                    win.local_to_vec().expect("local")[0]
+                ),
+                Err(e) => println!("stopped-member live rank's wait: Err {e}"),
+            }
+            let _ = flags.put(0, 1, &[1]).and_then(|()| flags.flush(0));
+        }
+        _ => {
+            win.post(&[0], Assert::NONE).expect("post");
+            flags
+                .put(0, 2, &[1])
+                .and_then(|()| flags.flush(0))
+                .expect("telling rank 0");
+            // Stopped here; continued after rank 0's complete.
+            let _ = win.wait();
+        }
+    }
+    // Rank 2's peers gave up on it: leave without World's collectives.
+    std::process::exit(0);
 }
 
 /// Elements of the request-based put to the stopped rank (larger than any

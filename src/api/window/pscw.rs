@@ -237,61 +237,71 @@ impl<T: Element> Window<'_, T> {
     }
 
     fn complete_access(&self, group: &[usize], nocheck: bool) -> Result<()> {
-        if !nocheck {
-            for &t in group {
-                self.await_post("complete", t)?;
+        // Every target is completed and told even when another fails: a
+        // stopped or dead member of the group must not leave the live ones
+        // waiting in `wait` (each target's operations complete before it
+        // is told). The first error is returned.
+        let mut first = None;
+        for &t in group {
+            let done = if nocheck {
+                Ok(())
+            } else {
+                self.await_post("complete", t)
+            }
+            .and_then(|()| self.complete_local(Some(t)))
+            .and_then(|()| self.complete_remote(t))
+            .and_then(|()| self.tell_complete(t));
+            if let Err(e) = done {
+                first.get_or_insert(e);
             }
         }
-        for &t in group {
-            self.complete_local(Some(t))?;
-        }
-        for &t in group {
-            self.complete_remote(t)?;
-        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Tells target `t` that this origin's access epoch is complete.
+    fn tell_complete(&self, t: usize) -> Result<()> {
         let add = Atomic {
             op: AtomicOp::Sum,
             datatype: Datatype::U64,
             count: 1,
         };
-        for &t in group {
-            if self.world.sync_words_by_cpu() {
-                // Every rank is on this node: every origin adds with a CPU
-                // atomic on the mapped control region (never mixed with the
-                // provider's atomics on this word; see `api::node`).
-                let off = directory::entry_offset(self.slot) + directory::COMPLETE_WORD;
-                match self.slot_ctrl(t) {
-                    // Through the window's slot (no mapping-cache lookup).
-                    Some(m) => crate::api::node::word_fetch_add(&m, off, 1)?,
-                    None => self.world.ctrl_fetch_add(t, off, 1)?,
-                };
-                continue;
-            }
-            let transport = self.world.transport();
-            if !transport
-                .caps()
-                .atomics
-                .offers(AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch)
-            {
-                // No provider fetch-add (net): a one-way message, sent
-                // after this origin's operations completed at `t` above.
-                if t == self.world.rank() {
-                    self.world.posts.complete_arrive(self.id).map_err(|e| {
-                        Error::InvalidArgument(format!("window {}: complete: {e}", self.id))
-                    })?;
-                } else {
-                    // The send's own error (kind and peer) is the caller's:
-                    // a gone peer stays `PeerUnreachable`.
-                    let note = pscw::target::encode(self.id);
-                    self.world
-                        .am
-                        .send(transport, t, kind::PSCW_COMPLETE, &note)?;
-                }
-                continue;
-            }
-            let at = self.complete_word(t)?;
-            let mut old = [0u8; 8];
-            transport.fetch_atomic(t, add, &1u64.to_ne_bytes(), &mut old, at)?;
+        if self.world.sync_words_by_cpu() {
+            // Every rank is on this node: every origin adds with a CPU
+            // atomic on the mapped control region (never mixed with the
+            // provider's atomics on this word; see `api::node`).
+            let off = directory::entry_offset(self.slot) + directory::COMPLETE_WORD;
+            match self.slot_ctrl(t) {
+                // Through the window's slot (no mapping-cache lookup).
+                Some(m) => crate::api::node::word_fetch_add(&m, off, 1)?,
+                None => self.world.ctrl_fetch_add(t, off, 1)?,
+            };
+            return Ok(());
         }
+        let transport = self.world.transport();
+        if !transport
+            .caps()
+            .atomics
+            .offers(AtomicOp::Sum, Datatype::U64, AtomicKind::Fetch)
+        {
+            // No provider fetch-add (net): a one-way message, sent
+            // after this origin's operations completed at `t` above.
+            if t == self.world.rank() {
+                self.world.posts.complete_arrive(self.id).map_err(|e| {
+                    Error::InvalidArgument(format!("window {}: complete: {e}", self.id))
+                })?;
+            } else {
+                // The send's own error (kind and peer) is the caller's:
+                // a gone peer stays `PeerUnreachable`.
+                let note = pscw::target::encode(self.id);
+                self.world
+                    .am
+                    .send(transport, t, kind::PSCW_COMPLETE, &note)?;
+            }
+            return Ok(());
+        }
+        let at = self.complete_word(t)?;
+        let mut old = [0u8; 8];
+        transport.fetch_atomic(t, add, &1u64.to_ne_bytes(), &mut old, at)?;
         Ok(())
     }
 
