@@ -284,7 +284,9 @@ fn stopped_rank_jobs(name: &str, providers: &[&str], marker: &str, ok: impl Fn(&
 // error of the stopped rank (after the timeout) and still completes and
 // tells the live member, whose `wait` returns with the data in place
 // (before, `complete` returned at the first failing target and the live
-// ranks' `wait` never ended).
+// ranks' `wait` never ended). `complete` may also return `Ok`: MPI asks of
+// it only completion at the origin, and a provider that completes a small
+// write once the bytes left (net, at times) gives no error to report.
 #[test]
 fn a_stopped_member_does_not_hold_up_the_pscw_group() {
     let name = common::test_name(
@@ -297,7 +299,8 @@ fn a_stopped_member_does_not_hold_up_the_pscw_group() {
     }
     stopped_rank_jobs(&name, &["tcp", "net"], "stopped-member ", |lines| {
         let has = |s: &str| lines.iter().any(|l| l.contains(s));
-        has("stopped-member complete: Err naming rank Some(2)")
+        (has("stopped-member complete: Err naming rank Some(2)")
+            || has("stopped-member complete: Ok"))
             && has("stopped-member live rank's wait: Ok, saw 11")
     });
 }
