@@ -1136,6 +1136,65 @@ fn manual_progress_a_silent_target_times_out_its_origin() {
     });
 }
 
+/// A PSCW `wait` whose origins do not all complete in time (a program
+/// whose rank 2 is late to `start`) fails with a timeout that names the
+/// post group and how many of it completed; the exposure epoch stays
+/// open, and once the late origin completes, `wait` called again returns
+/// with every origin's data in place. An origin's access to a target that
+/// never posts times out naming that target.
+#[test]
+fn a_pscw_wait_that_times_out_names_its_group_and_can_be_called_again() {
+    for mode in MODES {
+        let mut c = config(mode);
+        c.timeout = Some(Duration::from_secs(1));
+        let late = std::sync::Barrier::new(2);
+        run_with(c, 3, &format!("late origin ({mode:?})"), |w| {
+            let me = w.rank();
+            let mut win = Window::<u64>::allocate(w, 3)?;
+            w.barrier()?;
+            match me {
+                0 => {
+                    let let_in = Gate(&late);
+                    win.post(&[1, 2], Assert::NONE)?;
+                    let e = win.wait().expect_err("wait with rank 2 not started");
+                    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+                    let msg = e.to_string();
+                    assert!(
+                        msg.contains("[1, 2]") && msg.contains("1 of 2"),
+                        "the wait's error names the group and its count: {msg}"
+                    );
+                    // Rank 2 may start now; the epoch is still open.
+                    drop(let_in);
+                    win.wait()?;
+                    let mut v = [0u64; 3];
+                    win.local_read(0, &mut v)?;
+                    assert_eq!(v, [0, 11, 12]);
+                }
+                1 => {
+                    win.start(&[0], Assert::NONE)?;
+                    win.put(0, 1, &[11])?;
+                    win.complete()?;
+                    // A start to a target that does not post: the put
+                    // gives up naming it.
+                    win.start(&[2], Assert::NONE)?;
+                    let e = win.put(2, 0, &[1]).expect_err("put without a post");
+                    assert_eq!((e.kind(), e.rank()), (ErrorKind::Timeout, Some(2)), "{e}");
+                    assert!(win.complete().is_err(), "complete without a post");
+                }
+                _ => {
+                    // Late: only after rank 0's wait gave up.
+                    drop(Gate(&late));
+                    win.start(&[0], Assert::NONE)?;
+                    win.put(0, 2, &[12])?;
+                    win.complete()?;
+                }
+            }
+            w.barrier()?;
+            win.free()
+        });
+    }
+}
+
 /// Waits on its barrier when dropped, also while unwinding.
 struct Gate<'a>(&'a std::sync::Barrier);
 

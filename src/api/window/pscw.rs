@@ -178,6 +178,7 @@ impl<T: Element> Window<'_, T> {
         self.poll_until(consume, &|| {
             format!("{op} of window {id}: waiting for the post of rank {rank}")
         })
+        .map_err(|e| e.awaiting(rank))
     }
 
     /// Drives progress until `done` is true or the configured timeout
@@ -346,10 +347,26 @@ impl<T: Element> Window<'_, T> {
     /// on this window are applied.
     pub fn wait(&self) -> Result<()> {
         self.alive("wait")?;
-        let until = self.epoch()?.pscw.check_wait(self.id, "wait")?;
+        let (until, group) = {
+            let state = self.epoch()?;
+            let until = state.pscw.check_wait(self.id, "wait")?;
+            let group = state.pscw.exposure.as_ref().map(|e| e.group.clone());
+            (until, group.unwrap_or_default())
+        };
         let id = self.id;
+        // The counter cannot say which origin is missing (one word for the
+        // whole group, O(1) state): the message says how many.
         self.poll_until(|| self.exposure_done(until), &|| {
-            format!("wait of window {id}: waiting for the origins to complete")
+            let from = until - group.len() as u64;
+            let done = self.completions().map_or_else(
+                |_| "some".to_string(),
+                |n| n.saturating_sub(from).min(group.len() as u64).to_string(),
+            );
+            format!(
+                "wait of window {id}: waiting for the origins of post group {group:?} to \
+                 complete ({done} of {} did)",
+                group.len()
+            )
         })
     }
 
