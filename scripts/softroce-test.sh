@@ -51,7 +51,7 @@ start=$(date +%s)
 # rma 120 s -> 50 s, atomics 137 s -> 82 s) for a ~2.5 min host build.
 export ONESIDED_GUEST_PROFILE=guest
 cargo build --profile guest --bins --examples --features unstable
-suites="rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts groups active_messages faults"
+suites="rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts groups signal active_messages faults"
 json=$(cargo test --profile guest --features unstable --lib $(printf -- '--test %s ' $suites) --no-run \
   --message-format=json 2> /dev/null)
 bin() { # target kind, name
