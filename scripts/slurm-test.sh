@@ -12,7 +12,8 @@
 #    waits until the node is idle.
 # 3. Runs tests/launchers.rs (bootstrap in use, start-up counters at P = 2
 #    and 8, a killed rank ending the job, srun --mpi=none refused) and the
-#    rma, atomics and locks suites with
+#    rma, atomics, locks, collectives, layouts, groups and signal suites
+#    and the C program (tests/c_api.rs) with
 #    ONESIDED_TEST_LAUNCHERS=srun-pmix,srun-pmi2,mpirun over tcp, and prints
 #    the test counts per suite.
 # 4. Tears everything it started down on exit (trap): no daemon is left.
@@ -170,7 +171,8 @@ say "ONESIDED_TEST_LAUNCHERS=$ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_PROVIDERS=$O
 log=$state/test.log
 start=$SECONDS
 status=0
-cargo test --no-fail-fast --test launchers --test rma --test atomics --test locks "$@" \
+cargo test --no-fail-fast --test launchers --test rma --test atomics --test locks \
+    --test collectives --test layouts --test groups --test signal --test c_api "$@" \
     -- --test-threads=1 2>&1 | tee "$log" || status=$?
 
 echo

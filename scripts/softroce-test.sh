@@ -9,7 +9,7 @@
 #     README's commands, then the demo on the native back-end;
 #   * the multi-process suites rma, atomics, locks, sync_modes,
 #     software_accumulate, aggregation, dynamic, random_rma, collectives,
-#     layouts, groups and active_messages (hostile messages included) on the
+#     layouts, groups, signal and active_messages (hostile messages included) on the
 #     native back-end (`verbs-native`: their 2-, 3- and 4-rank jobs; the
 #     8-rank jobs are left to the host, the emulated guest being slow),
 #     with a counter check that the NIC carried 64-bit fetch-and-add and

@@ -2,7 +2,9 @@
 //! installs the library, header and pkg-config file under a temporary
 //! prefix, `cc` compiles `bindings/c/examples/ring.c` with
 //! `pkg-config --cflags --libs onesided` (warnings are errors), and the
-//! program runs at 2 and 4 ranks under onesided-run and Hydra, on the
+//! program runs at 2 and 4 ranks under every launcher of
+//! `ONESIDED_TEST_LAUNCHERS` (onesided-run and Hydra; srun and mpirun in
+//! scripts/slurm-test.sh), on the
 //! provider path and the direct path; it checks every element it moves
 //! and the error codes of bad calls, and exits non-zero on any mismatch.
 
@@ -11,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{run_with_limit, say, select_provider};
+use common::{run_with_limit, say, select_provider, Launcher};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -94,29 +96,12 @@ fn build_ring_static(prefix: &Path) -> PathBuf {
     exe
 }
 
-/// Runs `exe` with `ranks` ranks under `launcher` (`args` before `-n`)
-/// over tcp, the direct path on or off, and checks that every rank
-/// reported success.
-fn run_ring(
-    label: &str,
-    (launcher, args): (&Path, &[&str]),
-    exe: &Path,
-    ranks: usize,
-    direct: &str,
-) {
-    let mut cmd = Command::new(launcher);
-    cmd.args(args).arg("-n").arg(ranks.to_string()).arg(exe);
+/// Runs `exe` with `ranks` ranks under `launcher` over tcp, the direct
+/// path on or off, and checks that every rank reported success.
+fn run_ring(label: &str, launcher: Launcher, exe: &Path, ranks: usize, direct: &str) {
+    let mut cmd = common::launcher_command(launcher, ranks, exe);
     select_provider(&mut cmd, "tcp");
     cmd.env("ONESIDED_SHM", direct);
-    for v in [
-        "PMI_FD",
-        "PMI_RANK",
-        "PMI_SIZE",
-        "ONESIDED_RANK",
-        "ONESIDED_SIZE",
-    ] {
-        cmd.env_remove(v);
-    }
     let out = run_with_limit(cmd, common::job_timeout());
     let ok = out.status.is_some_and(|s| s.success());
     say(&format!(
@@ -134,27 +119,18 @@ fn c_ring_program_under_launchers() {
     let prefix = common::unique_dir("c-api");
     let exe = build_ring(&prefix);
     let static_exe = build_ring_static(&prefix);
-    let onesided_run = PathBuf::from(common::onesided_run());
-    let mut launchers: Vec<(&str, PathBuf, Vec<&str>)> =
-        vec![("ring under onesided-run", onesided_run.clone(), vec![])];
-    match common::hydra_path() {
-        Some(h) => launchers.push(("ring under hydra", h, vec!["-launcher", "fork"])),
-        None => say("[harness] c_api: SKIP hydra (mpiexec.hydra not found)"),
-    }
-    for (label, launcher, args) in &launchers {
+    // Every launcher of ONESIDED_TEST_LAUNCHERS (default onesided-run and
+    // Hydra; scripts/slurm-test.sh: srun --mpi=pmix, srun --mpi=pmi2,
+    // Open MPI's mpirun).
+    for launcher in common::launchers() {
+        let label = format!("ring under {}", launcher.name());
         for ranks in [2usize, 4] {
             for direct in ["0", "1"] {
-                run_ring(label, (launcher, args), &exe, ranks, direct);
+                run_ring(&label, launcher, &exe, ranks, direct);
             }
         }
     }
     // The static build once, at 2 ranks.
-    run_ring(
-        "static ring under onesided-run",
-        (&onesided_run, &[]),
-        &static_exe,
-        2,
-        "0",
-    );
+    run_ring("static ring", common::launchers()[0], &static_exe, 2, "0");
     let _ = std::fs::remove_dir_all(&prefix);
 }

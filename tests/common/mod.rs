@@ -42,7 +42,7 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex, Once};
 use std::time::{Duration, Instant};
@@ -344,60 +344,50 @@ pub fn onesided_run_command(name: &str, ranks: usize, launcher_args: &[&str]) ->
     cmd
 }
 
-/// The launcher command of `job` for test `name`.
-pub fn job_command(name: &str, job: &Job) -> Command {
-    let mut cmd = match job.launcher {
-        // The provider (or back-end) is set below, as for every launcher.
-        Launcher::OnesidedRun => onesided_run_command(name, job.ranks, &[]),
+/// `<launcher> -n <ranks> <program>` for any program (the launcher's own
+/// options included: Hydra's fork launcher, srun's PMI plug-in, mpirun's
+/// root and oversubscription flags), without the launch variables of an
+/// enclosing job.
+pub fn launcher_command(launcher: Launcher, ranks: usize, program: &Path) -> Command {
+    let mut cmd = match launcher {
+        Launcher::OnesidedRun => Command::new(onesided_run()),
         Launcher::Hydra => {
-            let exe = std::env::current_exe().expect("current test executable");
             let hydra = hydra_path().expect("mpiexec.hydra (checked by launchers())");
             let mut cmd = Command::new(hydra);
-            cmd.args(["-launcher", "fork", "-n"])
-                .arg(job.ranks.to_string())
-                .arg(exe)
-                .args(child_args(name))
-                .env("ONESIDED_TEST_CHILD", name);
-            for v in LAUNCH_VARS {
-                cmd.env_remove(v);
-            }
+            cmd.args(["-launcher", "fork"]);
             cmd
         }
         Launcher::SrunPmix | Launcher::SrunPmi2 => {
-            let exe = std::env::current_exe().expect("current test executable");
             let srun = tool_path("ONESIDED_SRUN", "srun").expect("srun (checked by launchers())");
-            let mpi = if job.launcher == Launcher::SrunPmix {
+            let mpi = if launcher == Launcher::SrunPmix {
                 "--mpi=pmix"
             } else {
                 "--mpi=pmi2"
             };
             let mut cmd = Command::new(srun);
-            cmd.args(["-O", "--kill-on-bad-exit=1", "--quiet", mpi, "-n"])
-                .arg(job.ranks.to_string())
-                .arg(exe)
-                .args(child_args(name))
-                .env("ONESIDED_TEST_CHILD", name);
-            for v in LAUNCH_VARS {
-                cmd.env_remove(v);
-            }
+            cmd.args(["-O", "--kill-on-bad-exit=1", "--quiet", mpi]);
             cmd
         }
         Launcher::Mpirun => {
-            let exe = std::env::current_exe().expect("current test executable");
             let mpirun =
                 tool_path("ONESIDED_MPIRUN", "mpirun").expect("mpirun (checked by launchers())");
             let mut cmd = Command::new(mpirun);
-            cmd.args(["--allow-run-as-root", "--oversubscribe", "-n"])
-                .arg(job.ranks.to_string())
-                .arg(exe)
-                .args(child_args(name))
-                .env("ONESIDED_TEST_CHILD", name);
-            for v in LAUNCH_VARS {
-                cmd.env_remove(v);
-            }
+            cmd.args(["--allow-run-as-root", "--oversubscribe"]);
             cmd
         }
     };
+    cmd.arg("-n").arg(ranks.to_string()).arg(program);
+    for v in LAUNCH_VARS {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// The launcher command of `job` for test `name`.
+pub fn job_command(name: &str, job: &Job) -> Command {
+    let exe = std::env::current_exe().expect("current test executable");
+    let mut cmd = launcher_command(job.launcher, job.ranks, &exe);
+    cmd.args(child_args(name)).env("ONESIDED_TEST_CHILD", name);
     select_provider(&mut cmd, &job.provider);
     cmd.env("ONESIDED_SHM", if job.direct { "1" } else { "0" })
         .env("ONESIDED_TEST_LAUNCHER", job.launcher.name())
