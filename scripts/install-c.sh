@@ -3,11 +3,12 @@
 # libonesided_c.so and the SONAME link), libonesided_c.a, onesided.h and
 # onesided.pc under PREFIX (default /usr/local).
 #
-#     scripts/install-c.sh [--debug] [PREFIX]
+#     scripts/install-c.sh [--debug | --profile NAME] [PREFIX]
 #     PKG_CONFIG_PATH=PREFIX/lib/pkgconfig cc prog.c $(pkg-config --cflags --libs onesided)
 #
 # --debug installs the debug build (what tests/c_api.rs uses, to avoid a
-# release build in the test run). ONESIDED_C_FEATURES (e.g.
+# release build in the test run); --profile NAME another cargo profile
+# (the soft-RoCE stage: guest). ONESIDED_C_FEATURES (e.g.
 # onesided/unstable, which the test passes) builds with the features the
 # workspace's test build already compiled, so nothing is rebuilt.
 set -euo pipefail
@@ -17,6 +18,9 @@ profile=release dir=release
 if [ "${1:-}" = "--debug" ]; then
     profile=dev dir=debug
     shift
+elif [ "${1:-}" = "--profile" ]; then
+    profile=${2:?--profile needs a cargo profile name} dir=$2
+    shift 2
 fi
 prefix=${1:-/usr/local}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' bindings/c/Cargo.toml | head -1)

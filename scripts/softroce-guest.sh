@@ -67,6 +67,23 @@ for s in rma atomics locks sync_modes software_accumulate aggregation dynamic ra
         "$b" --test-threads=1 $skip8 2>&1 | tee "$log"
     count "native $s" "$log" || status=1
 done
+echo "-- C program (bindings/c/examples/ring.c) on the native back-end"
+ring=$(suite c_ring)
+[ -n "$ring" ] || { echo "no C program built"; exit 1; }
+ring_ok=0
+for n in 2 4; do
+    ONESIDED_BACKEND=verbs ONESIDED_SHM=0 "$bindir/onesided-run" -n "$n" "$ring" > "$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && [ "$(grep -c 'every check passed' "$log")" -eq "$n" ]; then
+        ring_ok=$((ring_ok + 1))
+        grep 'every check passed' "$log" | head -1
+    else
+        echo "ring.c at $n ranks FAILED (exit $rc):"
+        tail -n 20 "$log"
+        status=1
+    fi
+done
+echo "SOFTROCE-COUNT native C program (ring.c): $ring_ok of 2 jobs passed (2 and 4 ranks)"
 b=$(suite rma)
 ONESIDED_TEST_PROVIDERS=verbs-native ONESIDED_TEST_DIRECT=0 \
     "$b" --test-threads=1 --exact no_connection_to_uncontacted_peers 2>&1 | tee "$log"

@@ -14,6 +14,8 @@
 #     8-rank jobs are left to the host, the emulated guest being slow),
 #     with a counter check that the NIC carried 64-bit fetch-and-add and
 #     compare-and-swap and that no queue pair exists to an uncontacted peer;
+#   * the C program bindings/c/examples/ring.c (C API built with the guest
+#     profile) at 2 and 4 ranks on the native back-end;
 #   * tests/rma.rs and tests/atomics.rs over libfabric's verbs;ofi_rxm, with
 #     the known provider defect listed and counted (scripts/softroce-guest.sh).
 #
@@ -69,6 +71,14 @@ for s in $suites; do
   fi
   echo "$s $b" >> "$bins"
 done
+# The C program (bindings/c/examples/ring.c, as tests/c_api.rs builds it)
+# against the C API of the same profile, for a run on native verbs.
+cprefix=$PWD/target/softroce-c
+ONESIDED_C_FEATURES=onesided/unstable scripts/install-c.sh --profile guest "$cprefix" > /dev/null
+cc -std=c11 -Wall -Wextra -Werror -O1 bindings/c/examples/ring.c \
+  $(PKG_CONFIG_PATH=$cprefix/lib/pkgconfig pkg-config --cflags --libs onesided) \
+  -Wl,-rpath,"$cprefix/lib" -o "$cprefix/ring"
+echo "c_ring $cprefix/ring" >> "$bins"
 if [ -z "$lib" ]; then
   echo "soft-RoCE stage: could not build the library's test binary" >&2
   exit 1
