@@ -1148,7 +1148,12 @@ fn a_pscw_wait_that_times_out_names_its_group_and_can_be_called_again() {
         let mut c = config(mode);
         c.timeout = Some(Duration::from_secs(1));
         let late = std::sync::Barrier::new(2);
+        // Every rank leaves its part (whose timeouts take different
+        // times) before any enters the closing barrier, whose own wait
+        // has the same one-second bound.
+        let ended = std::sync::Barrier::new(3);
         run_with(c, 3, &format!("late origin ({mode:?})"), |w| {
+            let end = Gate(&ended);
             let me = w.rank();
             let mut win = Window::<u64>::allocate(w, 3)?;
             w.barrier()?;
@@ -1189,6 +1194,7 @@ fn a_pscw_wait_that_times_out_names_its_group_and_can_be_called_again() {
                     win.complete()?;
                 }
             }
+            drop(end);
             w.barrier()?;
             win.free()
         });
