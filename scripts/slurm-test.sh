@@ -12,7 +12,8 @@
 #    waits until the node is idle.
 # 3. Runs tests/launchers.rs (bootstrap in use, start-up counters at P = 2
 #    and 8, a killed rank ending the job, srun --mpi=none refused) and the
-#    rma, atomics, locks, collectives, layouts, groups and signal suites
+#    rma, atomics, locks, collectives, layouts, groups and signal suites,
+#    the mpi_usage job that runs every case,
 #    and the C program (tests/c_api.rs) with
 #    ONESIDED_TEST_LAUNCHERS=srun-pmix,srun-pmi2,mpirun over tcp, and prints
 #    the test counts per suite.
@@ -174,6 +175,11 @@ status=0
 cargo test --no-fail-fast --test launchers --test rma --test atomics --test locks \
     --test collectives --test layouts --test groups --test signal --test c_api "$@" \
     -- --test-threads=1 2>&1 | tee "$log" || status=$?
+# The MPI-usage cases (requests, info hints, no_locks, attributes, ...):
+# only the job that runs every case under the launcher; the suite's
+# in-process tests do not depend on it and ran in the host stage.
+cargo test --no-fail-fast --test mpi_usage "$@" -- --test-threads=1 --exact every_case \
+    2>&1 | tee -a "$log" || status=$?
 
 echo
 echo "==================== Slurm / mpirun summary ===================="

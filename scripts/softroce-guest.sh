@@ -89,6 +89,13 @@ ONESIDED_TEST_PROVIDERS=verbs-native ONESIDED_TEST_DIRECT=0 \
     "$b" --test-threads=1 --exact no_connection_to_uncontacted_peers 2>&1 | tee "$log"
 count "native rma no_connection_to_uncontacted_peers (8 ranks)" "$log" || status=1
 
+echo "-- mpi_usage: every case (requests, info hints, no_locks, attributes, ...) in one job per rank count"
+# The suite's in-process tests run on the host; here only the job that runs
+# every case over the native back-end, at 2 and 4 ranks.
+ONESIDED_TEST_PROVIDERS=verbs-native ONESIDED_TEST_DIRECT=0 \
+    "$(suite mpi_usage)" --test-threads=1 --exact every_case 2>&1 | tee "$log"
+count "native mpi_usage every_case" "$log" || status=1
+
 echo "== [guest] fault injection on the native back-end (tests/faults.rs, one try per case) =="
 # Rank 1 killed with SIGKILL at six points, 2 and 4 ranks: every survivor
 # must return Err within the bound and no rank may be left (docs/reliability.md).

@@ -10,8 +10,9 @@
 //!   back-end's own protocols, under the software ones (lock queue,
 //!   active-message accumulates, aggregation) with manual progress, and on
 //!   the direct path, and
-//! * as real processes under `onesided-run` over libfabric tcp at 2 and 4
-//!   ranks: with `ONESIDED_SHM=0`, with the direct path, and with
+//! * as real processes at 2 and 4 ranks on every provider and under every
+//!   launcher of the test matrix (`tests/common`: `ONESIDED_TEST_PROVIDERS`,
+//!   `ONESIDED_TEST_LAUNCHERS`), with the direct path, and over tcp with
 //!   `ONESIDED_PROGRESS=manual` (one job per rank count runs every case in
 //!   turn, to keep the launches few; `ONESIDED_AUDIT_CASES=a,b` picks
 //!   cases).
@@ -2194,31 +2195,13 @@ fn all_cases() {
     world.finalize().expect("finalize");
 }
 
-fn tcp_jobs() -> Vec<common::Job> {
-    [2, 4]
-        .into_iter()
-        .map(|ranks| common::Job {
-            launcher: common::Launcher::OnesidedRun,
-            ranks,
-            provider: "tcp".into(),
-            direct: false,
-        })
-        .collect()
-}
-
-spmd_test!(every_case_over_tcp, jobs = tcp_jobs(), all_cases);
-
-/// The same with the intra-node direct path on (load/store and CPU atomics
-/// to node-local ranks).
-fn direct_jobs() -> Vec<common::Job> {
-    let mut jobs = tcp_jobs();
-    for j in &mut jobs {
-        j.direct = true;
-    }
-    jobs
-}
-
-spmd_test!(every_case_direct, jobs = direct_jobs(), all_cases);
+// One job per rank count runs every case in turn, on every provider under
+// every launcher of the test matrix (`ONESIDED_TEST_PROVIDERS`,
+// `ONESIDED_TEST_LAUNCHERS`: on the host net, tcp, shm and sockets under
+// onesided-run and Hydra; under Slurm and mpirun in the Slurm stage; native
+// verbs in the soft-RoCE guest), and with the intra-node direct path on
+// (load/store and CPU atomics to node-local ranks).
+spmd_test!(every_case, &[2, 4], all_cases);
 
 /// Every case over tcp without a progress agent (`ONESIDED_PROGRESS=manual`):
 /// peers are served only inside library calls, a rank spinning on its own
@@ -2228,7 +2211,7 @@ fn every_case_over_tcp_manual_progress() {
     for ranks in [2, 4] {
         common::run_variant(
             module_path!(),
-            "every_case_over_tcp",
+            "every_case",
             ranks,
             "tcp",
             &[("ONESIDED_PROGRESS", "manual")],
