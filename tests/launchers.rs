@@ -1,6 +1,7 @@
 //! Launchers as cluster users run them: the bootstrap each one selects, the
 //! start-up cost per process (bootstrap counters at P = 2 and 8), a killed
-//! rank ending the job with nothing left running, and environments of
+//! rank and `World::abort` ending the job with nothing left running, and
+//! environments of
 //! launchers we cannot speak refused instead of becoming singletons.
 //!
 //! Under the default `ONESIDED_TEST_LAUNCHERS` this covers `onesided-run` and
@@ -227,6 +228,74 @@ fn killed_rank_ends_the_job() {
         assert!(alive.is_empty(), "{job}: ranks still alive: {alive:?}");
         say(&format!(
             "[harness] killed_rank_ends_the_job: {job}: ended ({status}) in {:.2} s, no rank left",
+            out.elapsed.as_secs_f64()
+        ));
+    }
+}
+
+// `World::abort(code)` from one rank ends the whole job under every
+// launcher, while the other ranks wait for it in a barrier (whose own
+// timeout is far away): the launcher is asked to end the job (PMI-1 and
+// PMI-2 `cmd=abort`, `PMIx_Abort`), so it ends even where a rank's failed
+// exit alone would not — `onesided-run --keep-going` and `srun` with
+// `--kill-on-bad-exit=0`, which this test uses; Hydra and mpirun end a job
+// on a failed rank anyway. The launcher exits with a failure (under
+// onesided-run with the abort's code), and no rank is left running.
+#[test]
+fn abort_ends_the_job_under_every_launcher() {
+    let name = test_name(module_path!(), "abort_ends_the_job_under_every_launcher");
+    if is_child(&name) {
+        let world = World::init().expect("init");
+        println!("pid={}", std::process::id());
+        world.barrier().expect("barrier");
+        if world.rank() == 1 {
+            world.abort(7);
+        }
+        // Rank 1 never arrives; the launcher must end us first.
+        let r = world.barrier();
+        println!(
+            "rank {} was not ended by the abort: barrier {r:?}",
+            world.rank()
+        );
+        return;
+    }
+    let exe = std::env::current_exe().expect("current test executable");
+    for launcher in common::launchers() {
+        let mut cmd = common::launcher_command_ending_on_failure(launcher, 3, &exe, false);
+        cmd.args(common::child_args(&name))
+            .env("ONESIDED_TEST_CHILD", &name)
+            .env("ONESIDED_TIMEOUT", "120");
+        common::select_provider(&mut cmd, &common::providers().remove(0));
+        let out = run_with_limit(cmd, Duration::from_secs(60));
+        let status = out.status.unwrap_or_else(|| {
+            panic!("{}: the job did not end\n{}", launcher.name(), out.tail(40))
+        });
+        assert!(
+            !status.success(),
+            "{}: succeeded\n{}",
+            launcher.name(),
+            out.tail(40)
+        );
+        if launcher == common::Launcher::OnesidedRun {
+            assert_eq!(status.code(), Some(7), "{}", out.tail(40));
+        }
+        assert!(
+            !out.stdout.contains("was not ended"),
+            "{}: {}",
+            launcher.name(),
+            out.tail(40)
+        );
+        let pids = pids(&out.stdout);
+        assert_eq!(pids.len(), 3, "{}: {}", launcher.name(), out.tail(40));
+        let alive = wait_gone(&pids, Duration::from_secs(10));
+        assert!(
+            alive.is_empty(),
+            "{}: ranks still alive: {alive:?}",
+            launcher.name()
+        );
+        say(&format!(
+            "[harness] abort_ends_the_job_under_every_launcher: {} -n 3: ended ({status}) in {:.2} s, no rank left",
+            launcher.name(),
             out.elapsed.as_secs_f64()
         ));
     }

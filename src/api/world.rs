@@ -466,19 +466,24 @@ impl World {
         self.leave()
     }
 
-    /// Ends the whole job from this process: exits with `code` (1 if `code`
-    /// is 0), which every launcher this library runs under treats as a
-    /// failed rank and answers by ending the others (`onesided-run`,
-    /// `mpiexec.hydra`, `srun --kill-on-bad-exit`, Open MPI's `mpirun`).
+    /// Ends the whole job from this process: asks the launcher to end every
+    /// rank (PMI-1 and PMI-2 `cmd=abort`, `PMIx_Abort`; `onesided-run`
+    /// speaks PMI-1), then exits with `code` (1 if `code` is 0). The job
+    /// ends under `onesided-run` (also with `--keep-going`),
+    /// `mpiexec.hydra`, `srun --mpi=pmi2` and `--mpi=pmix` (also without
+    /// `--kill-on-bad-exit`) and Open MPI's `mpirun`.
     /// Nothing is flushed and no collective runs: peers waiting on this
     /// process are ended by the launcher (or, without one that ends jobs,
     /// get an error after `ONESIDED_TIMEOUT`). The analogue of `MPI_Abort`.
     pub fn abort(&self, code: i32) -> ! {
         let code = if code == 0 { 1 } else { code };
-        tracing::error!(
-            "rank {} aborts the job with exit code {code}",
-            self.rank()
-        );
+        let msg = format!("rank {} aborts the job with exit code {code}", self.rank());
+        tracing::error!("{msg}");
+        // The launcher's abort request first (PMI-1/PMI-2 `cmd=abort`,
+        // `PMIx_Abort`, onesided-run's own): it ends the job even where a
+        // failed rank alone would not (`srun` without `--kill-on-bad-exit`,
+        // `onesided-run --keep-going`).
+        self.boot.abort(code, &msg);
         std::process::exit(code)
     }
 

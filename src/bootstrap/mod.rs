@@ -100,6 +100,16 @@ pub trait Bootstrap: Send + Sync {
     fn local_ranks(&self) -> Result<Option<Vec<usize>>> {
         Ok(None)
     }
+    /// Asks the launcher to end the whole job with exit code `code`
+    /// (PMI-1 `cmd=abort`, PMI-2 `cmd=abort;isworld=TRUE`, `PMIx_Abort`):
+    /// the launcher then ends every rank, whatever its own policy for a
+    /// rank that exits with an error (`srun` without `--kill-on-bad-exit`,
+    /// `onesided-run --keep-going`). Best effort: the caller exits right
+    /// after, so a launcher that ignores the request still sees a failed
+    /// rank. Nothing to ask without a launcher (the default).
+    fn abort(&self, code: i32, msg: &str) {
+        let _ = (code, msg);
+    }
 }
 
 /// Detects how this process was started and joins the job.

@@ -269,6 +269,19 @@ impl Bootstrap for Pmi1 {
         }
         r
     }
+    fn abort(&self, code: i32, _msg: &str) {
+        // `cmd=abort exitcode=<code>` as MPICH's PMI_Abort sends it, and
+        // no answer awaited: Hydra (and onesided-run) end the job instead.
+        // The message goes to the log, not on the wire (Hydra's parser
+        // takes no free text).
+        let Ok(mut guard) = self.lock() else { return };
+        if let Some(c) = guard.as_mut() {
+            let line = wire::encode("abort", &[("exitcode", &code.to_string())]);
+            if let Err(e) = c.get_mut().write_all(line.as_bytes()) {
+                tracing::debug!(via = self.via, "pmi1: sending cmd=abort failed: {e}");
+            }
+        }
+    }
     fn name(&self) -> &'static str {
         self.via
     }

@@ -280,6 +280,20 @@ impl Bootstrap for Pmi2 {
         }
         r
     }
+    fn abort(&self, _code: i32, msg: &str) {
+        // `cmd=abort;isworld=TRUE;msg=...;` as MPICH's PMI2_Abort sends it;
+        // Slurm's answer is to kill the job step (no reply is sent).
+        let Ok(mut guard) = self.lock() else { return };
+        let Some(c) = guard.as_mut() else { return };
+        match frame::encode("abort", &[("isworld", "TRUE"), ("msg", msg)]) {
+            Ok(m) => {
+                if let Err(e) = c.get_mut().write_all(&m) {
+                    tracing::debug!("pmi2: sending cmd=abort failed: {e}");
+                }
+            }
+            Err(e) => tracing::debug!("pmi2: cannot encode cmd=abort: {e}"),
+        }
+    }
     fn name(&self) -> &'static str {
         VIA
     }

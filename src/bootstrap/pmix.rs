@@ -209,6 +209,13 @@ impl Bootstrap for Pmix {
     fn stats(&self) -> BootstrapStats {
         self.counters.snapshot()
     }
+    fn abort(&self, code: i32, msg: &str) {
+        // Slurm's and Open MPI's PMIx servers end the whole namespace; the
+        // call may not return before this process is killed.
+        if let Err(e) = self.client.abort(code, msg) {
+            tracing::debug!("pmix: PMIx_Abort failed: {e}");
+        }
+    }
     fn local_ranks(&self) -> Result<Option<Vec<usize>>> {
         let v = self.client.job_string(LOCAL_PEERS).map_err(err)?;
         self.counters.query(v.as_ref().map(|v| v.len()));

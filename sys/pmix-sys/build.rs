@@ -40,7 +40,7 @@ fn main() {
 
     let mut builder = bindgen::Builder::default()
         .header("wrapper.h")
-        .allowlist_function("PMIx_(Init|Finalize|Put|Commit|Fence|Get|Error_string|Value_load|Value_destruct|Info_load|Get_version)")
+        .allowlist_function("PMIx_(Init|Finalize|Abort|Put|Commit|Fence|Get|Error_string|Value_load|Value_destruct|Info_load|Get_version)")
         .allowlist_type("pmix_(proc|value|info|status|rank|scope|data_type)_t")
         .allowlist_var("PMIX_(SUCCESS|ERR_NOT_FOUND|ERR_TIMEOUT|ERR_UNREACH|GLOBAL|BOOL|STRING|INT|SIZE|UINT16|UINT32|UINT64|INT32|PROC_RANK|MAX_NSLEN|MAX_KEYLEN|COLLECT_DATA|TIMEOUT|OPTIONAL|JOB_SIZE|LOCAL_PEERS|LOCAL_SIZE|HOSTNAME)")
         .derive_default(true)

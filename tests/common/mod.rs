@@ -349,7 +349,25 @@ pub fn onesided_run_command(name: &str, ranks: usize, launcher_args: &[&str]) ->
 /// root and oversubscription flags), without the launch variables of an
 /// enclosing job.
 pub fn launcher_command(launcher: Launcher, ranks: usize, program: &Path) -> Command {
+    launcher_command_ending_on_failure(launcher, ranks, program, true)
+}
+
+/// As [`launcher_command`]; with `end_on_failure` false, the launchers
+/// that can be told to let the other ranks run on after one exits with an
+/// error are told so (`onesided-run --keep-going`, `srun` without
+/// `--kill-on-bad-exit`); Hydra and mpirun always end the job.
+pub fn launcher_command_ending_on_failure(
+    launcher: Launcher,
+    ranks: usize,
+    program: &Path,
+    end_on_failure: bool,
+) -> Command {
     let mut cmd = match launcher {
+        Launcher::OnesidedRun if !end_on_failure => {
+            let mut cmd = Command::new(onesided_run());
+            cmd.arg("--keep-going");
+            cmd
+        }
         Launcher::OnesidedRun => Command::new(onesided_run()),
         Launcher::Hydra => {
             let hydra = hydra_path().expect("mpiexec.hydra (checked by launchers())");
@@ -365,7 +383,12 @@ pub fn launcher_command(launcher: Launcher, ranks: usize, program: &Path) -> Com
                 "--mpi=pmi2"
             };
             let mut cmd = Command::new(srun);
-            cmd.args(["-O", "--kill-on-bad-exit=1", "--quiet", mpi]);
+            let kill = if end_on_failure {
+                "--kill-on-bad-exit=1"
+            } else {
+                "--kill-on-bad-exit=0"
+            };
+            cmd.args(["-O", kill, "--quiet", mpi]);
             cmd
         }
         Launcher::Mpirun => {

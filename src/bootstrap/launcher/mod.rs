@@ -97,7 +97,8 @@ pub fn run_until(opts: &Options, signal: &AtomicUsize) -> Result<i32> {
     let size = opts.ranks as usize;
     let dir = JobDir::create()?;
     let token = new_token()?;
-    let listener = server::Server::bind(&dir.socket(), size, token.clone())?;
+    let aborted = std::sync::Arc::new(server::Aborted::default());
+    let listener = server::Server::bind(&dir.socket(), size, token.clone(), aborted.clone())?;
     let job = spawn::JobSpec {
         size,
         command: &opts.command,
@@ -107,6 +108,7 @@ pub fn run_until(opts: &Options, signal: &AtomicUsize) -> Result<i32> {
         timeout: opts.timeout.map(std::time::Duration::from_secs),
         keep_going: opts.keep_going,
         signal,
+        aborted: &aborted,
     };
     listener.serve_in_background()?;
     spawn::run_job(&job)

@@ -8,7 +8,9 @@
 //! line or a wrong `kvsname` gets `cmd=error rc=-1 msg=...` and the
 //! connection is closed; an invalid key or value gets a failed `put_result` /
 //! `get_result` and the connection stays. Puts are committed at the rank's
-//! next `barrier_in`, as PMI-1 specifies.
+//! next `barrier_in`, as PMI-1 specifies. `cmd=abort exitcode=<n>` (what
+//! `World::abort` sends, as MPICH's `PMI_Abort` does) gets no answer: it
+//! records the rank and code in [`Aborted`], and the launcher ends the job.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufReader, Write};
@@ -31,6 +33,30 @@ const AUTH_GRACE: Duration = Duration::from_millis(500);
 /// Most keys one rank may put (a bound on a misbehaving rank's memory use).
 const MAX_KEYS_PER_RANK: usize = 1 << 16;
 
+/// The first `cmd=abort` of the job: 0 while none came, else
+/// `(rank + 1) << 32 | exit code as u32`.
+#[derive(Debug, Default)]
+pub struct Aborted(AtomicU64);
+
+impl Aborted {
+    /// The rank that asked and its exit code (never 0), if one did.
+    pub fn get(&self) -> Option<(usize, i32)> {
+        let v = self.0.load(Ordering::Acquire);
+        if v == 0 {
+            return None;
+        }
+        let code = (v & 0xffff_ffff) as u32 as i32;
+        Some(((v >> 32) as usize - 1, if code == 0 { 1 } else { code }))
+    }
+
+    fn record(&self, rank: usize, code: i32) {
+        let v = ((rank as u64 + 1) << 32) | u64::from(code as u32);
+        let _ = self
+            .0
+            .compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
 /// A bound, not yet serving, server.
 pub struct Server {
     listener: UnixListener,
@@ -50,6 +76,7 @@ struct Shared {
     /// of the job out.
     unauthenticated: Mutex<VecDeque<(u64, UnixStream, Instant)>>,
     next_conn: AtomicU64,
+    aborted: Arc<Aborted>,
 }
 
 #[derive(Default)]
@@ -73,8 +100,9 @@ enum Kind {
 }
 
 impl Server {
-    /// Listens on `path` for a job of `size` ranks protected by `token`.
-    pub fn bind(path: &Path, size: usize, token: String) -> Result<Self> {
+    /// Listens on `path` for a job of `size` ranks protected by `token`;
+    /// a rank's `cmd=abort` is recorded in `aborted`.
+    pub fn bind(path: &Path, size: usize, token: String, aborted: Arc<Aborted>) -> Result<Self> {
         let listener = UnixListener::bind(path)
             .map_err(|e| Error::io(format!("listening on {}", path.display()), e))?;
         let state = State {
@@ -94,6 +122,7 @@ impl Server {
             live: AtomicUsize::new(0),
             unauthenticated: Mutex::new(VecDeque::new()),
             next_conn: AtomicU64::new(0),
+            aborted,
         });
         Ok(Server { listener, shared })
     }
@@ -366,6 +395,16 @@ fn serve_kvs(
             "barrier_in" => {
                 barrier(shared, rank);
                 send(w, "barrier_out", &[])
+            }
+            "abort" => {
+                // No answer: the launcher ends the job (the rank exits
+                // anyway). A malformed code still aborts, with 1.
+                let code = m
+                    .get("exitcode")
+                    .and_then(|c| c.parse::<i32>().ok())
+                    .unwrap_or(1);
+                shared.aborted.record(rank, code);
+                return;
             }
             "finalize" => {
                 // Free the slot before answering, so that the rank may join

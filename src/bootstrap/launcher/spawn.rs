@@ -44,6 +44,9 @@ pub struct JobSpec<'a> {
     pub keep_going: bool,
     /// A signal the launcher received (0: none): ends the job.
     pub signal: &'a AtomicUsize,
+    /// A rank's abort request (`World::abort`): ends the job with its code,
+    /// `--keep-going` or not.
+    pub aborted: &'a super::server::Aborted,
 }
 
 struct Rank {
@@ -141,6 +144,11 @@ fn watch(job: &JobSpec<'_>, ranks: &mut [Rank]) -> i32 {
             );
             terminate_with(ranks, sig);
             return 128 + sig as i32;
+        }
+        if let Some((r, code)) = job.aborted.get() {
+            eprintln!("onesided-run: rank {r} aborted the job (exit code {code}); ending all ranks");
+            terminate(ranks);
+            return code;
         }
         for (r, rank) in ranks.iter_mut().enumerate() {
             if rank.status.is_some() {

@@ -195,3 +195,18 @@ fn put_validates_before_sending() {
         "invalid puts reached the server"
     );
 }
+
+/// `abort` sends MPICH's `cmd=abort exitcode=<n>` and awaits no answer (the
+/// server ends the job instead).
+#[test]
+fn abort_sends_the_exit_code() {
+    let mut answers = good();
+    // Read the abort line; the "answer" is never read by the client.
+    answers.push(Vec::new());
+    let (p, h) = join_with(answers);
+    let p = p.unwrap();
+    p.abort(-3, "rank 2 aborts");
+    drop(p);
+    let seen = h.join().unwrap();
+    assert_eq!(seen[4], "cmd=abort exitcode=-3");
+}

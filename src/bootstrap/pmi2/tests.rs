@@ -311,3 +311,20 @@ proptest! {
         prop_assert_eq!(p.get(&k), Some(v.as_str()));
     }
 }
+
+/// `abort` sends MPICH's `cmd=abort;isworld=TRUE;msg=...;` (Slurm kills the
+/// step) and awaits no answer.
+#[test]
+fn abort_asks_for_the_whole_job() {
+    let mut answers = good();
+    answers.push(Vec::new());
+    let (p, h) = join_with(answers);
+    let p = p.unwrap();
+    p.abort(3, "rank 2 aborts; exit code 3");
+    drop(p);
+    let seen = h.join().unwrap();
+    assert_eq!(
+        seen[3],
+        "cmd=abort;isworld=TRUE;msg=rank 2 aborts;; exit code 3;"
+    );
+}

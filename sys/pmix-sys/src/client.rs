@@ -190,6 +190,19 @@ impl Client {
         check("PMIx_Put", rc)
     }
 
+    /// `PMIx_Abort(status, msg)` for every process of our namespace: asks
+    /// the launcher's PMIx server to end the whole job (Slurm's step, Open
+    /// MPI's job). The server may end this process before the call returns;
+    /// if it returns, the request was refused or could not be delivered.
+    pub fn abort(&self, status: i32, msg: &str) -> Result<(), Error> {
+        let m = c_string("abort message", msg, 1024)?;
+        // SAFETY: `m` is NUL-terminated and lives for the call; no procs
+        // (NULL, 0) means our whole namespace.
+        check("PMIx_Abort", unsafe {
+            ffi::PMIx_Abort(status, m.as_ptr(), ptr::null_mut(), 0)
+        })
+    }
+
     /// `PMIx_Commit`.
     pub fn commit(&self) -> Result<(), Error> {
         // SAFETY: no arguments.

@@ -34,6 +34,10 @@ impl Client {
         match self._never {}
     }
     /// Unreachable.
+    pub fn abort(&self, _status: i32, _msg: &str) -> Result<(), Error> {
+        match self._never {}
+    }
+    /// Unreachable.
     pub fn commit(&self) -> Result<(), Error> {
         match self._never {}
     }
