@@ -58,8 +58,9 @@ echo "== [guest] multi-process suites on the native back-end (verbs-native) =="
 # The 8-rank jobs are left to the host: eight processes on the emulated
 # guest take minutes each. no_connection_to_uncontacted_peers (8 ranks) is
 # the exception: it shows that no queue pair exists to an uncontacted peer.
-skip8="--skip random_rma_checker_8 --skip on_8_ranks --skip groups_8 --skip notifications_8 --skip contention_8 --skip no_connection_to_uncontacted_peers"
-for s in rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts groups signal active_messages; do
+# The suites' in_process_* tests run on the host (in-process back-end).
+skip8="--skip random_rma_checker_8 --skip on_8_ranks --skip groups_8 --skip notifications_8 --skip contention_8 --skip no_connection_to_uncontacted_peers --skip in_process_"
+for s in rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts groups signal active_messages window_creation; do
     b=$(suite "$s")
     [ -n "$b" ] || { echo "no binary for suite $s"; exit 1; }
     echo "-- $s"

@@ -9,8 +9,9 @@
 #     README's commands, then the demo on the native back-end;
 #   * the multi-process suites rma, atomics, locks, sync_modes,
 #     software_accumulate, aggregation, dynamic, random_rma, collectives,
-#     layouts, groups, signal, active_messages (hostile messages included)
-#     and mpi_usage (its job that runs every case) on the
+#     layouts, groups, signal, active_messages (hostile messages included),
+#     window_creation (hints, attributes, atomic views) and mpi_usage (its
+#     job that runs every case) on the
 #     native back-end (`verbs-native`: their 2-, 3- and 4-rank jobs; the
 #     8-rank jobs are left to the host, the emulated guest being slow),
 #     with a counter check that the NIC carried 64-bit fetch-and-add and
@@ -54,7 +55,7 @@ start=$(date +%s)
 # rma 120 s -> 50 s, atomics 137 s -> 82 s) for a ~2.5 min host build.
 export ONESIDED_GUEST_PROFILE=guest
 cargo build --profile guest --bins --examples --features unstable
-suites="rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts groups signal active_messages mpi_usage faults"
+suites="rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts groups signal active_messages window_creation mpi_usage faults"
 json=$(cargo test --profile guest --features unstable --lib $(printf -- '--test %s ' $suites) --no-run \
   --message-format=json 2> /dev/null)
 bin() { # target kind, name

@@ -97,6 +97,10 @@ fn exercise(g: &Group<'_>) {
 
 fn groups() {
     let world = World::init().unwrap();
+    groups_on(&world);
+}
+
+fn groups_on(world: &World) {
     let (me, p) = (world.rank(), world.size());
 
     // Two groups by parity, ranked in reverse world order.
@@ -125,7 +129,7 @@ fn groups() {
 
     // The groups work at different paces: the odd group creates two more
     // windows and runs more collectives than the even one.
-    let world_win = Window::<u64>::allocate(&world, 2).unwrap();
+    let world_win = Window::<u64>::allocate(world, 2).unwrap();
     // The window's group (MPI_Win_get_group): the world's here, the row's
     // below (its ranks in reverse world order).
     assert_eq!((world_win.rank(), world_win.size()), (me, p));
@@ -156,7 +160,7 @@ fn groups() {
     let mut v = [0u64];
     world_win.local_read(0, &mut v).unwrap();
     assert_eq!(v[0], ((me + p - 1) % p) as u64 + 1);
-    let second = Window::<u64>::allocate(&world, 1).unwrap();
+    let second = Window::<u64>::allocate(world, 1).unwrap();
     let ids = world.allgather(&[second.id()]).unwrap();
     assert!(ids.iter().all(|&i| i == second.id()), "{ids:?}");
     drop(second.into_vec().unwrap());
@@ -224,8 +228,18 @@ fn groups() {
 
 spmd_test!(windows_and_collectives_over_groups, &[1, 3, 4], groups);
 
+in_process_test!(
+    in_process_windows_and_collectives_over_groups,
+    &[1, 3, 4],
+    groups_on
+);
+
 fn group_errors() {
     let world = World::init().unwrap();
+    group_errors_on(&world);
+}
+
+fn group_errors_on(world: &World) {
     let (me, p) = (world.rank(), world.size());
 
     // Invalid lists: an error on every rank, then the world still works.
@@ -277,3 +291,5 @@ fn group_errors() {
 }
 
 spmd_test!(group_errors_on_every_rank, &[2, 3], group_errors);
+
+in_process_test!(in_process_group_errors, &[2, 3], group_errors_on);

@@ -17,12 +17,16 @@ fn value(rank: usize, i: usize) -> i64 {
 
 fn layouts() {
     let world = World::init().unwrap();
+    layouts_on(&world);
+}
+
+fn layouts_on(world: &World) {
     let (me, p) = (world.rank(), world.size());
     let right = (me + 1) % p;
     let left = (me + p - 1) % p;
     // Each rank's window: a ROWS x COLS row-major grid.
     let n = ROWS * COLS;
-    let mut win = Window::<i64>::allocate(&world, n).unwrap();
+    let mut win = Window::<i64>::allocate(world, n).unwrap();
     let mut model = vec![0i64; n];
 
     // 1. Put my column 2 (strided origin) into the right neighbour's
@@ -132,6 +136,12 @@ fn layouts() {
 
 spmd_test!(noncontiguous_put_get_accumulate, &[2, 3], layouts);
 
+in_process_test!(
+    in_process_noncontiguous_put_get_accumulate,
+    &[2, 3],
+    layouts_on
+);
+
 /// `World::alloc_mem` buffers (MPI_Alloc_mem) as the origin of a strided
 /// put and the destination of a strided get: a 1024 x 520 i64 grid (over
 /// 4 MiB, so on huge pages where the kernel allows) puts two columns into
@@ -141,9 +151,13 @@ spmd_test!(noncontiguous_put_get_accumulate, &[2, 3], layouts);
 /// oneself, and one whose origin runs past the window (refused). Every
 /// element of every window and of the got buffer is checked.
 fn alloc_mem_buffers() {
+    let world = World::init().unwrap();
+    alloc_mem_buffers_on(&world);
+}
+
+fn alloc_mem_buffers_on(world: &World) {
     const R: usize = 1024;
     const C: usize = 520;
-    let world = World::init().unwrap();
     let (me, p) = (world.rank(), world.size());
     let (left, right) = ((me + p - 1) % p, (me + 1) % p);
     let mut grid = world.alloc_mem::<i64>(R * C).unwrap();
@@ -156,7 +170,7 @@ fn alloc_mem_buffers() {
     let e = world.alloc_mem::<u64>(usize::MAX / 2).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 
-    let mut win = Window::<i64>::allocate(&world, R * 2).unwrap();
+    let mut win = Window::<i64>::allocate(world, R * 2).unwrap();
     let column = Layout::vector(R, 1, C).unwrap();
     let packed = Layout::vector(R, 1, 2).unwrap();
     win.fence(Assert::NONE).unwrap();
@@ -203,7 +217,7 @@ fn alloc_mem_buffers() {
     // Puts whose origin is the window itself (MPI_Put with its origin
     // buffer in the window): an R x 3 grid; column 1 goes to the right
     // neighbour's column 0 and to my own column 2.
-    let mut w3 = Window::<i64>::allocate(&world, R * 3).unwrap();
+    let mut w3 = Window::<i64>::allocate(world, R * 3).unwrap();
     let mine: Vec<i64> = (0..R * 3).map(|i| value(me, i)).collect();
     w3.local_write(0, &mine).unwrap();
     let col = Layout::vector(R, 1, 3).unwrap();
@@ -243,6 +257,8 @@ spmd_test!(
     alloc_mem_buffers
 );
 
+in_process_test!(in_process_alloc_mem_buffers, &[2, 3], alloc_mem_buffers_on);
+
 /// Blocks too large for batches (800 and 2,400 bytes) in runs of 7 and 9:
 /// a back-end with scatter-gather RMA (`Caps::rma_ranges` > 1: libfabric's
 /// `fi_writemsg`/`fi_readmsg` with several remote ranges) moves each run
@@ -251,12 +267,16 @@ spmd_test!(
 /// window is checked (also that nothing outside the layout was written),
 /// and every element read.
 fn scatter_gather() {
+    let world = World::init().unwrap();
+    scatter_gather_on(&world);
+}
+
+fn scatter_gather_on(world: &World) {
     const R: usize = 12;
     const C: usize = 1024;
-    let world = World::init().unwrap();
     let (me, p) = (world.rank(), world.size());
     let (right, left) = ((me + 1) % p, (me + p - 1) % p);
-    let mut win = Window::<i64>::allocate(&world, R * C).unwrap();
+    let mut win = Window::<i64>::allocate(world, R * C).unwrap();
     let sentinel = |rank: usize, i: usize| -(value(rank, i) + 1);
     let mine: Vec<i64> = (0..R * C).map(|i| sentinel(me, i)).collect();
     win.local_write(0, &mine).unwrap();
@@ -358,6 +378,12 @@ fn scatter_gather() {
 
 spmd_test!(scatter_gather_large_blocks, &[2, 3], scatter_gather);
 
+in_process_test!(
+    in_process_scatter_gather_large_blocks,
+    &[2, 3],
+    scatter_gather_on
+);
+
 /// The 2-D halo example (examples/halo.rs) checks every halo element it
 /// receives and exits non-zero on a mismatch: run it at 3 ranks over the
 /// provider and over the direct path.
@@ -397,10 +423,14 @@ fn halo_example_checks_every_halo() {
 /// size is refused with nothing changed.
 fn get_accumulate_layouts() {
     let world = World::init().unwrap();
+    get_accumulate_layouts_on(&world);
+}
+
+fn get_accumulate_layouts_on(world: &World) {
     let (me, p) = (world.rank(), world.size());
     let (right, left) = ((me + 1) % p, (me + p - 1) % p);
     let n = ROWS * COLS;
-    let mut win = Window::<i64>::allocate(&world, n).unwrap();
+    let mut win = Window::<i64>::allocate(world, n).unwrap();
     win.local_write(0, &(0..n).map(|i| value(me, i)).collect::<Vec<_>>())
         .unwrap();
     win.fence(Assert::NONE).unwrap();
@@ -482,6 +512,12 @@ spmd_test!(
     get_accumulate_layouts
 );
 
+in_process_test!(
+    in_process_noncontiguous_get_accumulate,
+    &[2, 3],
+    get_accumulate_layouts_on
+);
+
 /// Long strided runs, mixed runs and large blocks, under fences, an
 /// exclusive lock and to oneself, every element checked: a 1,500-row column
 /// (more elements than one batch entry holds on tcp, so the run is split
@@ -489,15 +525,19 @@ spmd_test!(
 /// of different shapes, and 64-element blocks (larger than an aggregated
 /// operation), each written to the right neighbour and to oneself.
 fn strided_runs() {
+    let world = World::init().unwrap();
+    strided_runs_on(&world);
+}
+
+fn strided_runs_on(world: &World) {
     const R: usize = 1500;
     const C: usize = 70;
-    let world = World::init().unwrap();
     let (me, p) = (world.rank(), world.size());
     let (right, left) = ((me + 1) % p, (me + p - 1) % p);
     // The grid, then a second area of the same size for the other layouts
     // (no two puts of one epoch overlap).
     let n = R * C;
-    let mut win = Window::<i64>::allocate(&world, 2 * n).unwrap();
+    let mut win = Window::<i64>::allocate(world, 2 * n).unwrap();
     let mine: Vec<i64> = (0..n).map(|i| value(me, i) + 7).collect();
     let column = Layout::vector(R, 1, C).unwrap();
     // Runs: 3 blocks of 2 every 5, then 4 blocks of 3 every 9, then one.
@@ -660,6 +700,8 @@ fn same(have: &[i64], want: &[i64], when: &str) {
 
 spmd_test!(strided_runs_fences_locks_and_self, &[2, 3], strided_runs);
 
+in_process_test!(in_process_strided_runs, &[2, 3], strided_runs_on);
+
 /// Column puts to node-local peers are packed at the call and written at
 /// the end of a fence or PSCW epoch (`api/window/deferred.rs`). What a
 /// user may rely on, every element checked: the origin buffer is free at
@@ -669,13 +711,17 @@ spmd_test!(strided_runs_fences_locks_and_self, &[2, 3], strided_runs);
 /// writes them before the target's `wait` returns; and a lock epoch after
 /// them works as before.
 fn deferred_column_puts() {
+    let world = World::init().unwrap();
+    deferred_column_puts_on(&world);
+}
+
+fn deferred_column_puts_on(world: &World) {
     const R: usize = 4096;
     const C: usize = 48;
-    let world = World::init().unwrap();
     let (me, p) = (world.rank(), world.size());
     let (right, left) = ((me + 1) % p, (me + p - 1) % p);
     let n = R * C;
-    let mut win = Window::<i64>::allocate(&world, n).unwrap();
+    let mut win = Window::<i64>::allocate(world, n).unwrap();
     let column = Layout::vector(R, 1, C).unwrap();
     let dense = Layout::contiguous(R);
     let col_value = |from: usize, c: usize, r: usize| (from * 1000 + c) as i64 * 100_000 + r as i64;
@@ -778,4 +824,13 @@ spmd_test!(
     deferred_column_puts_keep_program_order,
     jobs = common::matrix_direct(&[2, 3]),
     deferred_column_puts
+);
+
+// Program order of a put and a later get is the direct path's promise
+// (MPI leaves it undefined): on the direct path only, as the jobs above.
+in_process_test!(
+    in_process_deferred_column_puts,
+    &[2, 3],
+    deferred_column_puts_on,
+    direct_path_only
 );

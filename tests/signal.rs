@@ -19,11 +19,15 @@ fn value(origin: usize, round: usize, i: usize) -> u64 {
 
 fn ring() {
     let world = World::init().unwrap();
+    ring_on(&world);
+}
+
+fn ring_on(world: &World) {
     let (me, n) = (world.rank(), world.size());
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     // ROUNDS blocks of data, then the counting signal and the set signal.
     let sig = ROUNDS * LEN;
-    let mut win = Window::<u64>::allocate(&world, sig + 2).unwrap();
+    let mut win = Window::<u64>::allocate(world, sig + 2).unwrap();
 
     win.lock_all().unwrap();
     for r in 0..ROUNDS {
@@ -83,6 +87,8 @@ fn ring() {
     win.free().unwrap();
 }
 spmd_test!(put_signal_ring, &[2, 4], ring);
+
+in_process_test!(in_process_put_signal_ring, &[2, 4], ring_on);
 
 /// A condition that never holds: `Err(Timeout)` after `ONESIDED_TIMEOUT`
 /// naming the element; a displacement outside the window: an error at once.

@@ -16,9 +16,17 @@ use onesided::{
 /// its second creation fails locally, the others learn it from the
 /// creation's allreduce.
 fn one_rank_fails() {
-    let rank0 = ["ONESIDED_RANK", "PMI_RANK"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|r| r == "0"));
+    // The launcher's rank variable, before World::init (onesided-run,
+    // Hydra, srun, mpirun).
+    let rank0 = [
+        "ONESIDED_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK",
+    ]
+    .iter()
+    .any(|v| std::env::var(v).is_ok_and(|r| r == "0"));
     if rank0 {
         std::env::set_var("ONESIDED_MAX_WINDOWS", "1");
     }
@@ -78,6 +86,10 @@ spmd_test!(
 /// next creation works, `len_of` reports each peer's length.
 fn hints_and_attributes() {
     let world = World::init().unwrap();
+    hints_and_attributes_on(&world);
+}
+
+fn hints_and_attributes_on(world: &World) {
     let (me, p) = (world.rank(), world.size());
     let right = (me + 1) % p;
 
@@ -86,7 +98,7 @@ fn hints_and_attributes() {
         .unwrap()
         .set("accumulate_ordering", "none")
         .unwrap();
-    let mut win = Window::<u32>::allocate_with(&world, 16, &info).unwrap();
+    let mut win = Window::<u32>::allocate_with(world, 16, &info).unwrap();
     let got = win.info();
     assert!(got.locks_disabled() && got.sizes_equal(), "{got:?}");
     assert_eq!(got.get("accumulate_ordering").as_deref(), Some("none"));
@@ -115,7 +127,7 @@ fn hints_and_attributes() {
     win.free().unwrap();
 
     // Unequal lengths: same_size as found is false; len_of reads them.
-    let mut win = Window::<u64>::allocate(&world, 10 + me).unwrap();
+    let mut win = Window::<u64>::allocate(world, 10 + me).unwrap();
     assert_eq!(win.info().sizes_equal(), p == 1);
     assert!(!win.info().locks_disabled());
     for r in 0..p {
@@ -129,7 +141,7 @@ fn hints_and_attributes() {
 
     // The same_size hint with unequal lengths fails everywhere.
     let hint = WindowInfo::new().same_size(true);
-    let r = Window::<u8>::allocate_with(&world, 8 + me, &hint);
+    let r = Window::<u8>::allocate_with(world, 8 + me, &hint);
     if p > 1 {
         let e = r.expect_err("same_size with unequal lengths must fail");
         assert!(e.to_string().contains("same_size"), "{e}");
@@ -137,23 +149,23 @@ fn hints_and_attributes() {
         r.unwrap().free().unwrap();
     }
     // ... and the next creation works.
-    let mut win = Window::<u8>::allocate_with(&world, 8, &hint).unwrap();
+    let mut win = Window::<u8>::allocate_with(world, 8, &hint).unwrap();
     assert!(win.info().sizes_equal());
     assert_eq!(win.len_of(right).unwrap(), 8);
     win.free().unwrap();
 
     // MPI_Win_get_attr: flavor, base and size of every kind of window.
-    let mut win = Window::<u64>::allocate(&world, 5).unwrap();
+    let mut win = Window::<u64>::allocate(world, 5).unwrap();
     assert_eq!(win.flavor(), Flavor::Allocate);
     assert!(!win.base().is_null() && win.base().is_aligned());
     assert_eq!(win.size_bytes(), 40);
     win.free().unwrap();
-    let win = Window::create(&world, vec![me as u16; 3]).unwrap();
+    let win = Window::create(world, vec![me as u16; 3]).unwrap();
     assert_eq!(win.flavor(), Flavor::Create);
     assert!(!win.base().is_null());
     assert_eq!(win.size_bytes(), 6);
     assert_eq!(win.into_vec().unwrap(), vec![me as u16; 3]);
-    let mut win = Window::<u32>::create_dynamic(&world).unwrap();
+    let mut win = Window::<u32>::create_dynamic(world).unwrap();
     assert_eq!(win.flavor(), Flavor::Dynamic);
     assert!(
         win.base().is_null(),
@@ -161,7 +173,7 @@ fn hints_and_attributes() {
     );
     assert_eq!(win.size_bytes(), 0);
     win.free().unwrap();
-    let mut win = Window::<u64>::allocate_shared(&world, 4).unwrap();
+    let mut win = Window::<u64>::allocate_shared(world, 4).unwrap();
     assert_eq!(win.flavor(), Flavor::Shared);
     assert_eq!(
         win.base(),
@@ -177,6 +189,12 @@ spmd_test!(
     hints_and_attributes
 );
 
+in_process_test!(
+    in_process_hints_and_attributes,
+    &[1, 2, 3],
+    hints_and_attributes_on
+);
+
 /// Atomic views of one's own window (`Window::atomic`, `atomic_slice`):
 /// while every peer adds 1 to rank 0's counter 300 times with software-path
 /// accumulates (`ONESIDED_ACCUMULATE=software`: the target's CPU applies
@@ -190,9 +208,13 @@ fn atomic_views() {
     // test process).
     std::env::set_var("ONESIDED_ACCUMULATE", "software");
     let world = World::init().unwrap();
+    atomic_views_on(&world);
+}
+
+fn atomic_views_on(world: &World) {
     let (me, p) = (world.rank(), world.size());
     const N: u64 = 300;
-    let mut win = Window::<u64>::allocate(&world, 8).unwrap();
+    let mut win = Window::<u64>::allocate(world, 8).unwrap();
     win.lock_all().unwrap();
     world.barrier().unwrap();
     if me == 0 {
@@ -239,7 +261,7 @@ fn atomic_views() {
     assert_eq!(got[0], 40 + ((me + 1) % p) as u64);
     win.free().unwrap();
 
-    let mut dynamic = Window::<u32>::create_dynamic(&world).unwrap();
+    let mut dynamic = Window::<u32>::create_dynamic(world).unwrap();
     let e = dynamic.atomic(0).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
     dynamic.free().unwrap();
@@ -247,3 +269,10 @@ fn atomic_views() {
 }
 
 spmd_test!(atomic_views_of_own_window, &[1, 3], atomic_views);
+
+in_process_test!(
+    in_process_atomic_views_of_own_window,
+    &[1, 3],
+    atomic_views_on,
+    configure = |c| c.accumulate = onesided::config::AccumulateMode::Software
+);

@@ -852,6 +852,70 @@ macro_rules! spmd_test {
     };
 }
 
+/// Declares a test that runs an SPMD body `fn(&World)` on the in-process
+/// back-end (`World::run_threads_with`: ranks are threads of the test
+/// process) at each rank count, on the back-end's own path and with the
+/// direct path on: `in_process_test!(name, &[2, 3], body)`, or with a
+/// configuration change first, `in_process_test!(name, &[2], body,
+/// configure = |c| ..)`, or on the direct path alone, `in_process_test!(name,
+/// &[2], body, direct_path_only)`. Named `in_process_*` by convention, so that the
+/// stages that run a suite's binary for another back-end or launcher (the
+/// soft-RoCE guest, the Slurm stage) skip them with `--skip in_process_`.
+#[macro_export]
+macro_rules! in_process_test {
+    ($name:ident, $ranks:expr, $body:expr) => {
+        $crate::in_process_test!($name, $ranks, $body, configure = |_| {});
+    };
+    ($name:ident, $ranks:expr, $body:expr, configure = $configure:expr) => {
+        #[test]
+        fn $name() {
+            $crate::common::in_process(
+                stringify!($name),
+                $ranks,
+                &[false, true],
+                $configure,
+                &$body,
+            );
+        }
+    };
+    ($name:ident, $ranks:expr, $body:expr, direct_path_only) => {
+        #[test]
+        fn $name() {
+            $crate::common::in_process(stringify!($name), $ranks, &[true], |_| {}, &$body);
+        }
+    };
+}
+
+/// The runner of [`in_process_test!`].
+pub fn in_process(
+    name: &str,
+    ranks: &[usize],
+    direct_path: &[bool],
+    configure: impl Fn(&mut onesided::config::Config),
+    body: &(dyn Fn(&onesided::World) + Sync),
+) {
+    for &direct in direct_path {
+        for &n in ranks {
+            let mut c = onesided::config::Config::from_env().expect("configuration");
+            // A hang fails the test instead of blocking it.
+            c.timeout = Some(Duration::from_secs(60));
+            c.shm = direct;
+            configure(&mut c);
+            let start = Instant::now();
+            onesided::World::run_threads_with(c, n, |w| {
+                body(w);
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{name}: {n} ranks in-process (direct path {direct}): {e}"));
+            say(&format!(
+                "[harness] {name}: in-process -n {n}{}: ok in {:.2} s",
+                if direct { " +direct" } else { "" },
+                start.elapsed().as_secs_f64()
+            ));
+        }
+    }
+}
+
 /// Runs the body of spmd test `test` (declared in `module`) under
 /// onesided-run with extra environment, and checks that every rank passed it.
 pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: &[(&str, &str)]) {
