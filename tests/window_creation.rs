@@ -16,18 +16,8 @@ use onesided::{
 /// its second creation fails locally, the others learn it from the
 /// creation's allreduce.
 fn one_rank_fails() {
-    // The launcher's rank variable, before World::init (onesided-run,
-    // Hydra, srun, mpirun).
-    let rank0 = [
-        "ONESIDED_RANK",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "SLURM_PROCID",
-        "OMPI_COMM_WORLD_RANK",
-    ]
-    .iter()
-    .any(|v| std::env::var(v).is_ok_and(|r| r == "0"));
-    if rank0 {
+    // The launcher's rank variable, before World::init.
+    if common::launcher_rank() == Some(0) {
         std::env::set_var("ONESIDED_MAX_WINDOWS", "1");
     }
     let world = World::init().expect("init");
