@@ -273,8 +273,13 @@ impl Bootstrap for Pmi1 {
         // `cmd=abort exitcode=<code>` as MPICH's PMI_Abort sends it, and
         // no answer awaited: Hydra (and onesided-run) end the job instead.
         // The message goes to the log, not on the wire (Hydra's parser
-        // takes no free text).
-        let Ok(mut guard) = self.lock() else { return };
+        // takes no free text). Never waits for the connection: another
+        // thread may be blocked in a barrier on it (the exit that follows
+        // still tells the launcher this rank failed).
+        let Ok(mut guard) = self.conn.try_lock() else {
+            tracing::debug!(via = self.via, "pmi1: connection busy; abort by exit only");
+            return;
+        };
         if let Some(c) = guard.as_mut() {
             let line = wire::encode("abort", &[("exitcode", &code.to_string())]);
             if let Err(e) = c.get_mut().write_all(line.as_bytes()) {

@@ -282,8 +282,13 @@ impl Bootstrap for Pmi2 {
     }
     fn abort(&self, _code: i32, msg: &str) {
         // `cmd=abort;isworld=TRUE;msg=...;` as MPICH's PMI2_Abort sends it;
-        // Slurm's answer is to kill the job step (no reply is sent).
-        let Ok(mut guard) = self.lock() else { return };
+        // Slurm's answer is to kill the job step (no reply is sent). Never
+        // waits for the connection: another thread may be blocked in a
+        // fence on it (the exit that follows still fails the rank).
+        let Ok(mut guard) = self.conn.try_lock() else {
+            tracing::debug!("pmi2: connection busy; abort by exit only");
+            return;
+        };
         let Some(c) = guard.as_mut() else { return };
         match frame::encode("abort", &[("isworld", "TRUE"), ("msg", msg)]) {
             Ok(m) => {
