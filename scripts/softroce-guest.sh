@@ -118,11 +118,14 @@ echo "== [guest] tests/rma.rs and tests/atomics.rs over libfabric's verbs;ofi_rx
 # native back-end above; this keeps the stage near its time budget.
 unset ONESIDED_IB_DEVICE
 export ONESIDED_TEST_PROVIDERS='verbs;ofi_rxm' ONESIDED_TEST_DIRECT=0 ONESIDED_TEST_MAX_RANKS=2
-"$(suite rma)" --test-threads=1 --skip no_connection_to_uncontacted_peers 2>&1 | tee "$log"
+"$(suite rma)" --test-threads=1 --skip no_connection_to_uncontacted_peers --skip in_process_ 2>&1 | tee "$log"
 count "verbs;ofi_rxm rma" "$log" || exit 1
 "$(suite atomics)" --test-threads=1 --skip accumulate_large_counts 2>&1 | tee "$log"
 count "verbs;ofi_rxm atomics (known defect excluded)" "$log" || exit 1
-"$(suite atomics)" --test-threads=1 --exact accumulate_large_counts > "$log" 2>&1
+# A 20-second ONESIDED_TIMEOUT (default 60): the defect shows as a wait
+# that never ends, which this ends 40 s sooner; the test passes in ~4 s on
+# the native back-end, so a run without the defect fits well within it.
+ONESIDED_TIMEOUT=20 "$(suite atomics)" --test-threads=1 --exact accumulate_large_counts > "$log" 2>&1
 cat "$log"
 if grep -q "^test result: ok. 1 passed" "$log"; then
     echo "SOFTROCE-COUNT known provider defect atomics::accumulate_large_counts: passed this time"

@@ -330,9 +330,13 @@ fn tiny_rkey_cache() {
 /// and `test_any` reporting completion; every byte checked.
 fn request_sets() {
     let world = World::init().unwrap();
+    request_sets_on(&world);
+}
+
+fn request_sets_on(world: &World) {
     let (me, n) = (world.rank(), world.size());
     const LEN: usize = 3000;
-    let mut win = Window::<u8>::allocate(&world, LEN * n).unwrap();
+    let mut win = Window::<u8>::allocate(world, LEN * n).unwrap();
     win.lock_all().unwrap();
     let puts: Vec<_> = (0..n)
         .map(|t| win.rput(t, me * LEN, pattern(me, t, LEN)).unwrap())
@@ -391,12 +395,16 @@ fn request_sets() {
 /// an rput from a borrowed slice; every element checked after the scope.
 fn scoped_borrowed_transfers() {
     let world = World::init().unwrap();
+    scoped_borrowed_transfers_on(&world);
+}
+
+fn scoped_borrowed_transfers_on(world: &World) {
     let (me, n) = (world.rank(), world.size());
     let right = (me + 1) % n;
     const LEN: usize = 900;
     // LEN elements the neighbour reads, then 4 this rank patches itself.
     let mine: Vec<u32> = (0..LEN as u32 + 4).map(|i| i * 7 + me as u32).collect();
-    let mut win = Window::<u32>::create(&world, mine).unwrap();
+    let mut win = Window::<u32>::create(world, mine).unwrap();
     win.lock_all().unwrap();
     let mut halo = vec![0u32; 3 * 300 + 5];
     let (a, rest) = halo.split_at_mut(300);
@@ -436,10 +444,20 @@ fn scoped_borrowed_transfers() {
 }
 
 spmd_test!(request_sets_wait_and_test, &[2, 3], request_sets);
+in_process_test!(
+    in_process_request_sets_wait_and_test,
+    &[2, 3],
+    request_sets_on
+);
 spmd_test!(
     scoped_borrowed_rget_rput,
     &[1, 2, 3],
     scoped_borrowed_transfers
+);
+in_process_test!(
+    in_process_scoped_borrowed_transfers,
+    &[1, 2, 3],
+    scoped_borrowed_transfers_on
 );
 spmd_test!(put_get_every_size_lock_all, &[2, 4], put_get_lock_all);
 spmd_test!(put_get_every_size_fence, &[2, 4], put_get_fence);
