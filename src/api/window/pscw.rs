@@ -347,16 +347,17 @@ impl<T: Element> Window<'_, T> {
     /// on this window are applied.
     pub fn wait(&self) -> Result<()> {
         self.alive("wait")?;
-        let (until, group) = {
-            let state = self.epoch()?;
-            let until = state.pscw.check_wait(self.id, "wait")?;
-            let group = state.pscw.exposure.as_ref().map(|e| e.group.clone());
-            (until, group.unwrap_or_default())
-        };
+        let until = self.epoch()?.pscw.check_wait(self.id, "wait")?;
         let id = self.id;
         // The counter cannot say which origin is missing (one word for the
-        // whole group, O(1) state): the message says how many.
+        // whole group, O(1) state): the message says how many. The group is
+        // read only for the message (the epoch is still open then).
         self.poll_until(|| self.exposure_done(until), &|| {
+            let group = self
+                .epoch()
+                .ok()
+                .and_then(|s| s.pscw.exposure.as_ref().map(|e| e.group.clone()))
+                .unwrap_or_default();
             let from = until - group.len() as u64;
             let done = self.completions().map_or_else(
                 |_| "some".to_string(),

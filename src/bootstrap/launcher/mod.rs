@@ -74,6 +74,7 @@ pub struct Options {
     /// the dead peer (their calls then return errors after
     /// `ONESIDED_TIMEOUT`). For fault testing; the job still exits with the
     /// first failure's code once every rank has exited (or `--timeout`).
+    /// A rank's `World::abort` still ends the whole job.
     #[arg(long)]
     pub keep_going: bool,
     /// The program to run, and its arguments.
