@@ -12,6 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use common::{run_with_limit, say, select_provider, Launcher};
 
@@ -132,5 +133,36 @@ fn c_ring_program_under_launchers() {
     }
     // The static build once, at 2 ranks.
     run_ring("static ring", common::launchers()[0], &static_exe, 2, "0");
+    // onesided_abort (RING_ABORT: rank 1 aborts with 5 while the others
+    // wait in a barrier) ends the job under every launcher, also one told
+    // to let the others run on after a failed rank.
+    for launcher in common::launchers() {
+        let mut cmd = common::launcher_command_ending_on_failure(launcher, 3, &exe, false);
+        select_provider(&mut cmd, "tcp");
+        cmd.env("RING_ABORT", "1").env("ONESIDED_TIMEOUT", "120");
+        let out = run_with_limit(cmd, Duration::from_secs(60));
+        let status = out.status.unwrap_or_else(|| {
+            panic!(
+                "abort under {}: the job did not end\n{}",
+                launcher.name(),
+                out.tail(40)
+            )
+        });
+        assert!(
+            !status.success(),
+            "abort under {}: {}",
+            launcher.name(),
+            out.tail(40)
+        );
+        if launcher == Launcher::OnesidedRun {
+            assert_eq!(status.code(), Some(5), "{}", out.tail(40));
+        }
+        assert!(!out.stdout.contains("was not ended"), "{}", out.tail(40));
+        say(&format!(
+            "[harness] c_api onesided_abort under {} -n 3: job ended ({status}) in {:.2} s",
+            launcher.name(),
+            out.elapsed.as_secs_f64()
+        ));
+    }
     let _ = std::fs::remove_dir_all(&prefix);
 }

@@ -18,6 +18,10 @@
  * NULL buffer, out of window, stale handle), each followed by a correct
  * call that must still work.
  *
+ * With RING_ABORT set, it only shows onesided_abort (MPI_Abort): rank 1
+ * ends the whole job with exit status 5 while the others wait in a
+ * barrier, which must never return.
+ *
  *   cc ring.c $(pkg-config --cflags --libs onesided) -o ring
  *   onesided-run -n 4 ./ring
  */
@@ -63,6 +67,15 @@ int main(void)
     CHECK(onesided_rank(world, &me));
     CHECK(onesided_size(world, &n));
     size_t right = (me + 1) % n, left = (me + n - 1) % n;
+
+    if (getenv("RING_ABORT")) {
+        CHECK(onesided_barrier(world));
+        if (me == 1)
+            onesided_abort(world, 5); /* does not return */
+        int rc = onesided_barrier(world);
+        printf("[%zu] was not ended by the abort (barrier: %s)\n", me, onesided_error_name(rc));
+        return 1;
+    }
 
     /* 1. put to the right neighbour, get from the left one: fences. */
     onesided_win_t win = 0;
