@@ -7,6 +7,8 @@
 #[macro_use]
 mod common;
 
+use std::time::{Duration, Instant};
+
 use onesided::{Assert, Error, LockType, Window, World};
 
 fn epoch_err(r: Result<(), Error>, op: &str) {
@@ -437,6 +439,54 @@ spmd_test!(
     pscw_overlapping
 );
 spmd_test!(pscw_misuse_is_refused, &[2], pscw_misuse);
+
+/// `complete` of an access epoch whose members never post (a stopped or
+/// dead rank): the waits for their posts share one `ONESIDED_TIMEOUT`, so
+/// two silent members cost one timeout, not two; the error names the first
+/// of them, and the next epoch works. On the in-process back-end, where a
+/// member that never posts is the same to the origin as a stopped one.
+#[test]
+fn in_process_complete_waits_one_timeout_for_the_group() {
+    const T: Duration = Duration::from_secs(2);
+    // Ranks 1 and 2 stay away from the library while rank 0 completes.
+    let gate = std::sync::Barrier::new(3);
+    let body = |world: &World| {
+        let rank = world.rank();
+        let mut win = Window::<u64>::allocate(world, 1).expect("allocate");
+        let outcome = (rank == 0).then(|| {
+            win.start(&[1, 2], Assert::NONE).expect("start");
+            let t0 = Instant::now();
+            let done = win.complete();
+            (t0.elapsed(), done)
+        });
+        // Checked after the gate: a failed check must not leave ranks 1
+        // and 2 at it.
+        gate.wait();
+        if let Some((took, done)) = outcome {
+            let err = done.expect_err("complete without posts");
+            assert!(
+                took >= T.mul_f64(0.9) && took < T.mul_f64(1.6),
+                "complete took {took:?} with two silent members (timeout {T:?}): {err}"
+            );
+            assert_eq!(err.rank(), Some(1), "{err}");
+        }
+        win.fence(Assert::NONE).expect("fence");
+        win.put((rank + 1) % 3, 0, &[rank as u64 + 7]).expect("put");
+        win.fence(Assert::NONE).expect("fence");
+        assert_eq!(
+            win.local_to_vec().expect("read")[0],
+            (rank + 2) as u64 % 3 + 7
+        );
+        win.free().expect("free");
+    };
+    common::in_process(
+        "in_process_complete_waits_one_timeout_for_the_group",
+        &[3],
+        &[false, true],
+        |c| c.timeout = Some(T),
+        &body,
+    );
+}
 spmd_test!(pscw_post_notifications, &[2, 4], pscw_notified);
 spmd_test!(
     pscw_post_notifications_8,

@@ -202,7 +202,9 @@ impl<T: Element> Window<'_, T> {
                 return Ok(());
             }
             if let Some(limit) = self.world.config.timeout {
-                if start.elapsed() > limit {
+                // An enclosing call's deadline (`complete`: one timeout for
+                // the whole group) ends this wait too.
+                if start.elapsed() > limit || crate::progress::wait::outer_passed() {
                     return Err(Error::timeout(what(), limit.as_secs()));
                 }
             }
@@ -229,10 +231,18 @@ impl<T: Element> Window<'_, T> {
     /// at its target, then tells each target of the group (one fetch-add on
     /// its complete counter; after its post, unless NOCHECK). The epoch is
     /// closed even if this fails.
+    ///
+    /// # Errors
+    /// The first member's error. Waits for posts share one
+    /// `ONESIDED_TIMEOUT` for the whole group: members that never post (a
+    /// stopped or dead rank) cost one timeout in all, not one each. An
+    /// operation a provider still holds keeps its own timeout.
     pub fn complete(&self) -> Result<()> {
         self.alive("complete")?;
         let access = self.epoch()?.pscw.check_complete(self.id)?.clone();
-        let done = self.complete_access(&access.group, access.nocheck);
+        let done = crate::progress::wait::within(self.world.config.timeout, || {
+            self.complete_access(&access.group, access.nocheck)
+        });
         self.epoch()?.pscw.end_complete();
         done
     }
