@@ -474,7 +474,9 @@ impl World {
     /// `--kill-on-bad-exit`) and Open MPI's `mpirun`.
     /// Nothing is flushed and no collective runs: peers waiting on this
     /// process are ended by the launcher (or, without one that ends jobs,
-    /// get an error after `ONESIDED_TIMEOUT`). The analogue of `MPI_Abort`.
+    /// get an error after `ONESIDED_TIMEOUT`). The process exits within
+    /// `ONESIDED_TIMEOUT` even if the launcher never answers the request.
+    /// The analogue of `MPI_Abort`.
     pub fn abort(&self, code: i32) -> ! {
         let code = if code == 0 { 1 } else { code };
         let msg = format!("rank {} aborts the job with exit code {code}", self.rank());
@@ -483,6 +485,17 @@ impl World {
         // `PMIx_Abort`, onesided-run's own): it ends the job even where a
         // failed rank alone would not (`srun` without `--kill-on-bad-exit`,
         // `onesided-run --keep-going`).
+        if let Some(limit) = self.config.timeout {
+            // `PMIx_Abort` waits for its server: one alive but silent must
+            // not keep this rank past `ONESIDED_TIMEOUT` (`exit` from two
+            // threads is serialized by std).
+            let _ = std::thread::Builder::new()
+                .name("onesided-abort".into())
+                .spawn(move || {
+                    std::thread::sleep(limit);
+                    std::process::exit(code)
+                });
+        }
         self.boot.abort(code, &msg);
         std::process::exit(code)
     }
