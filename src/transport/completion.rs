@@ -223,10 +223,16 @@ impl PerTarget {
     }
 
     /// Operations to `rank` (or to any target) not completed yet.
+    #[inline]
     pub fn pending(&self, rank: Option<usize>) -> usize {
         if !self.used.load(Ordering::Acquire) {
             return 0;
         }
+        self.pending_in_slots(rank)
+    }
+
+    #[inline(never)]
+    fn pending_in_slots(&self, rank: Option<usize>) -> usize {
         self.slots()
             .iter()
             .filter(|(r, _)| rank.is_none_or(|want| want == *r))
@@ -243,15 +249,26 @@ impl PerTarget {
     /// has operations in flight or an error to report, in slot order, and
     /// stops at the first error. The lock is not held while `f` runs:
     /// other threads keep issuing.
+    #[inline]
     pub fn each_busy(
+        &self,
+        rank: Option<usize>,
+        f: impl FnMut(usize, &Completion) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        // Inline: a window that never used a request costs one load.
+        if !self.used.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.each_busy_slot(rank, f)
+    }
+
+    #[inline(never)]
+    fn each_busy_slot(
         &self,
         rank: Option<usize>,
         mut f: impl FnMut(usize, &Completion) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let wanted = |r: usize, c: &Completion| rank.is_none_or(|want| want == r) && !c.is_idle();
-        if !self.used.load(Ordering::Acquire) {
-            return Ok(());
-        }
         // The first slot to wait for, in one pass (none: the common case).
         let Some(mut i) = self.slots().iter().position(|(r, c)| wanted(*r, c)) else {
             return Ok(());

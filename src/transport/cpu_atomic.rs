@@ -225,6 +225,7 @@ where
 
 /// Checks `count` elements of `size` bytes at `offset` of `mem`: in bounds
 /// and aligned. Returns the start pointer.
+#[inline]
 fn range(mem: &Memory<'_>, offset: usize, size: usize, count: usize) -> Result<*mut u8> {
     let bytes = count
         .checked_mul(size)
@@ -252,6 +253,11 @@ fn range(mem: &Memory<'_>, offset: usize, size: usize, count: usize) -> Result<*
 /// elements of `mem` at byte `offset`, one atomic read-modify-write per
 /// element. With `fetched`, the previous target values land there. `src` is
 /// ignored for `FI_ATOMIC_READ`.
+///
+/// Always inline: a caller with a known datatype (a typed window) keeps one
+/// arm of the match, and a one-element call no loop (measured with
+/// callgrind: a CPU `fetch_and_op` + `flush` ~ 100 instructions fewer).
+#[inline(always)]
 pub fn accumulate(
     mem: &Memory<'_>,
     offset: usize,

@@ -29,7 +29,7 @@ pub(super) struct Route<'w> {
     /// The target's world rank.
     rank: usize,
     off: usize,
-    d: Descriptor,
+    d: &'w Descriptor,
     software: bool,
     // Goes into the window's operation table (`protocols/aggregation/origin.rs`).
     queued: bool,
@@ -49,14 +49,18 @@ impl<T: Element> Window<'_, T> {
     /// provider path, makes sure the target, even ourselves, is a peer of
     /// the transport. Keeps the ordering the window's `accumulate_ordering`
     /// asks for where the path does not promise it, by completing earlier
-    /// operations first.
-    fn atomic_access(
-        &self,
+    /// operations first. Always inline: returned through memory, the
+    /// route's 64-byte descriptor cost store-forwarding stalls (perf, CPU
+    /// `fetch_and_op`).
+    #[inline(always)]
+    fn atomic_access<'s>(
+        &'s self,
         call: &'static str,
         op: Option<AnyOp>,
         kind: AtomicKind,
         (rank, disp, n): (usize, usize, usize),
-    ) -> Result<Route<'_>> {
+        slot: &'s mut Option<Descriptor>,
+    ) -> Result<Route<'s>> {
         if let Some(op) = op {
             if op.integer_only() && !T::INTEGER {
                 return Err(Error::InvalidArgument(format!(
@@ -71,7 +75,7 @@ impl<T: Element> Window<'_, T> {
         // Every rank local with the direct path: CPU atomics (`direct.rs`).
         let cpu = self.cpu_atomics();
         let software = !cpu && self.paths.software(aop);
-        let (rank, off, d, _issuing) = self.access(call, rank, disp, n)?;
+        let (rank, off, d, _issuing) = self.access(call, rank, disp, n, slot)?;
         let queued = self.aggregates_accumulate(call, software, rank, n)?;
         if !software && !cpu {
             if !self.valid_ops.get(aop, kind) {
@@ -123,10 +127,17 @@ impl<T: Element> Window<'_, T> {
     /// updates (`FI_ORDER_ATOMIC_RAW`). An RMA read would not do: with
     /// `FI_ATOMIC` requested, tcp;ofi_rxm promises no order between atomics
     /// and RMA (`FI_ORDER_RAW` is dropped).
+    #[inline]
     pub(super) fn complete_atomics(&self, rank: usize) -> Result<()> {
         if !self.atomic_dirty.take(rank) {
             return Ok(());
         }
+        self.read_control_atomically(rank)
+    }
+
+    /// [`Window::complete_atomics`] of a dirty target (out of line).
+    #[inline(never)]
+    fn read_control_atomically(&self, rank: usize) -> Result<()> {
         let ctrl = self.world.control(rank)?;
         let mut word = [0u8; 8];
         let read = Atomic {
@@ -173,6 +184,7 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         let n = data.len();
+        let mut slot = None;
         let Route {
             issuing: _issuing,
             rank,
@@ -180,7 +192,7 @@ impl<T: Element> Window<'_, T> {
             d,
             software,
             queued,
-        } = self.atomic_access("accumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
+        } = self.atomic_access("accumulate", Some(op), AtomicKind::Update, (rank, disp, n), &mut slot)?;
         if n == 0 {
             return Ok(());
         }
@@ -196,7 +208,7 @@ impl<T: Element> Window<'_, T> {
         }
         if self.cpu_atomics() {
             let src = bytemuck::cast_slice(data);
-            return self.cpu_accumulate((rank, off, &d), Self::atomic_op(op, n), src, None);
+            return self.cpu_accumulate((rank, off, d), Self::atomic_op(op, n), src, None);
         }
         if software {
             // Acknowledgements count on the window's tracker (flush waits).
@@ -214,7 +226,7 @@ impl<T: Element> Window<'_, T> {
             rank,
             Self::atomic_op(op, n),
             bytemuck::cast_slice(data),
-            Self::remote(&d, off),
+            Self::remote(d, off),
         );
         // After posting (meta::dirty's rule).
         self.mark_atomic_dirty(rank);
@@ -237,6 +249,7 @@ impl<T: Element> Window<'_, T> {
         let op = op.any();
         let n = result.len();
         let data = self.origin("get_accumulate", rank, disp, data, n, op)?;
+        let mut slot = None;
         let Route {
             issuing: _issuing,
             rank, off, d, software, ..
@@ -245,6 +258,7 @@ impl<T: Element> Window<'_, T> {
             Some(op),
             AtomicKind::Fetch,
             (rank, disp, n),
+            &mut slot,
         )?;
         if n == 0 {
             return Ok(());
@@ -252,7 +266,7 @@ impl<T: Element> Window<'_, T> {
         if self.cpu_atomics() {
             let fetched = Some(bytemuck::cast_slice_mut(result));
             let what = Self::atomic_op(op, n);
-            return self.cpu_accumulate((rank, off, &d), what, &data, fetched);
+            return self.cpu_accumulate((rank, off, d), what, &data, fetched);
         }
         if software {
             let res = bytemuck::cast_slice_mut(result);
@@ -263,7 +277,7 @@ impl<T: Element> Window<'_, T> {
             Self::atomic_op(op, n),
             &data,
             bytemuck::cast_slice_mut(result),
-            Self::remote(&d, off),
+            Self::remote(d, off),
         )
     }
 
@@ -303,14 +317,15 @@ impl<T: Element> Window<'_, T> {
     ) -> Result<T> {
         let op = op.any();
         let mut old = [T::zeroed()];
+        let mut slot = None;
         let Route {
             issuing: _issuing,
             rank, off, d, software, ..
-        } = self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1))?;
+        } = self.atomic_access("fetch_and_op", Some(op), AtomicKind::Fetch, (rank, disp, 1), &mut slot)?;
         if self.cpu_atomics() {
             let (what, src) = (Self::atomic_op(op, 1), bytemuck::bytes_of(&value));
             let fetched = Some(bytemuck::cast_slice_mut(&mut old));
-            self.cpu_accumulate((rank, off, &d), what, src, fetched)?;
+            self.cpu_accumulate((rank, off, d), what, src, fetched)?;
             return Ok(old[0]);
         }
         if software {
@@ -330,7 +345,7 @@ impl<T: Element> Window<'_, T> {
             Self::atomic_op(op, 1),
             bytemuck::bytes_of(&value),
             bytemuck::cast_slice_mut(&mut old),
-            Self::remote(&d, off),
+            Self::remote(d, off),
         )?;
         Ok(old[0])
     }
@@ -339,6 +354,7 @@ impl<T: Element> Window<'_, T> {
     /// `compare`; returns the previous value either way.
     pub fn compare_and_swap(&self, rank: usize, disp: usize, compare: T, swap: T) -> Result<T> {
         let mut old = [T::zeroed()];
+        let mut slot = None;
         let Route {
             issuing: _issuing,
             rank, off, d, software, ..
@@ -347,11 +363,12 @@ impl<T: Element> Window<'_, T> {
             None,
             AtomicKind::Compare,
             (rank, disp, 1),
+            &mut slot,
         )?;
         if self.cpu_atomics() {
             let (c, s) = (bytemuck::bytes_of(&compare), bytemuck::bytes_of(&swap));
             let old_bytes = bytemuck::cast_slice_mut(&mut old);
-            self.cpu_compare_swap((rank, off, &d), c, s, old_bytes)?;
+            self.cpu_compare_swap((rank, off, d), c, s, old_bytes)?;
             return Ok(old[0]);
         }
         if software {
@@ -366,7 +383,7 @@ impl<T: Element> Window<'_, T> {
             bytemuck::bytes_of(&compare),
             bytemuck::bytes_of(&swap),
             bytemuck::cast_slice_mut(&mut old),
-            Self::remote(&d, off),
+            Self::remote(d, off),
         )?;
         Ok(old[0])
     }
@@ -392,10 +409,11 @@ impl<T: Element> Window<'_, T> {
             )));
         }
         let n = data.as_mut().len();
+        let mut slot = None;
         let Route {
             issuing: _issuing,
             rank, off, d, software, ..
-        } = self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n))?;
+        } = self.atomic_access("raccumulate", Some(op), AtomicKind::Update, (rank, disp, n), &mut slot)?;
         let what = format!(
             "raccumulate ({op}) of {n} {} to rank {rank} (window {})",
             T::NAME,
@@ -407,7 +425,7 @@ impl<T: Element> Window<'_, T> {
         }
         if self.cpu_atomics() {
             let src = bytemuck::cast_slice(data.as_mut());
-            self.cpu_accumulate((rank, off, &d), Self::atomic_op(op, n), src, None)?;
+            self.cpu_accumulate((rank, off, d), Self::atomic_op(op, n), src, None)?;
             return Ok(Request::new(self.world.config.timeout, t, InFlight::new(data, None), what));
         }
         if software {
@@ -420,7 +438,7 @@ impl<T: Element> Window<'_, T> {
             return Ok(Request::new(self.world.config.timeout, t, InFlight::new(data, None), what));
         }
         let f = InFlight::new(data, Some(self.outstanding.to(rank)));
-        let posted = t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(&d, off));
+        let posted = t.atomic_async(rank, Self::atomic_op(op, n), &f, Self::remote(d, off));
         self.mark_atomic_dirty(rank);
         posted?;
         Ok(Request::new(self.world.config.timeout, t, f, what))
@@ -443,6 +461,7 @@ impl<T: Element> Window<'_, T> {
         let op = op.any();
         let n = result.as_mut().len();
         let origin = self.origin("rget_accumulate", rank, disp, data, n, op)?;
+        let mut slot = None;
         let Route {
             issuing: _issuing,
             rank, off, d, software, ..
@@ -451,6 +470,7 @@ impl<T: Element> Window<'_, T> {
             Some(op),
             AtomicKind::Fetch,
             (rank, disp, n),
+            &mut slot,
         )?;
         let what = format!(
             "rget_accumulate ({op}) of {n} {} at rank {rank} (window {})",
@@ -464,7 +484,7 @@ impl<T: Element> Window<'_, T> {
         if self.cpu_atomics() {
             let fetched = Some(bytemuck::cast_slice_mut(result.as_mut()));
             let what_op = Self::atomic_op(op, n);
-            self.cpu_accumulate((rank, off, &d), what_op, &origin, fetched)?;
+            self.cpu_accumulate((rank, off, d), what_op, &origin, fetched)?;
             return Ok(Request::new(self.world.config.timeout, t, InFlight::new(result, None), what));
         }
         let f = InFlight::new(result, Some(self.outstanding.to(rank)));
@@ -480,7 +500,7 @@ impl<T: Element> Window<'_, T> {
             Self::atomic_op(op, n),
             origin,
             &f,
-            Self::remote(&d, off),
+            Self::remote(d, off),
         )?;
         Ok(Request::new(self.world.config.timeout, t, f, what))
     }

@@ -75,6 +75,10 @@ impl<T: Element> Window<'_, T> {
         rank: usize,
         n: usize,
     ) -> Result<bool> {
+        if !software {
+            // Neither queued nor behind queued batches (`takes_accumulate`).
+            return Ok(false);
+        }
         match &self.agg {
             Some(a) => a.takes_accumulate(
                 &self.agg_origin(),

@@ -131,6 +131,7 @@ impl<T: Element> Window<'_, T> {
     }
 
     /// Runs `f` on the memory of `rank`'s window: ours, or the mapping.
+    #[inline]
     fn on_target<R>(
         &self,
         rank: usize,
@@ -151,6 +152,7 @@ impl<T: Element> Window<'_, T> {
     }
 
     /// An accumulate (fetching into `fetched` if given) by CPU atomics.
+    #[inline(always)]
     pub(super) fn cpu_accumulate(
         &self,
         (rank, off, d): (usize, usize, &Descriptor),

@@ -60,7 +60,8 @@ impl<T: Element> Window<'_, T> {
         }
         let size = std::mem::size_of::<T>();
         // One epoch and bounds check for the whole target extent.
-        let (world_rank, off, d, _issuing) = self.access("put_layout", rank, disp, target.extent())?;
+        let mut slot = None;
+        let (world_rank, off, d, _issuing) = self.access("put_layout", rank, disp, target.extent(), &mut slot)?;
         if self.soft_lock.is_some() {
             // A lazily taken software lock is acquired now (nothing is
             // stashed for a lock-op-unlock message: empty data).
@@ -69,7 +70,7 @@ impl<T: Element> Window<'_, T> {
         let blocks = target.blocks();
         let direct = match world_rank == self.me {
             true => None,
-            false => self.direct(world_rank, &d)?,
+            false => self.direct(world_rank, d)?,
         };
         if world_rank == self.me || direct.is_some() {
             if let Some(peer) = direct.as_ref() {
@@ -131,7 +132,7 @@ impl<T: Element> Window<'_, T> {
                     data,
                 )?;
             if !queued && count > 1 {
-                let ranges = self.ranges(&d, off, &blocks[done..done + count]);
+                let ranges = self.ranges(d, off, &blocks[done..done + count]);
                 let posted = self.world.transport().put_scatter(world_rank, data, &ranges);
                 // After posting (meta::dirty's rule).
                 self.mark_dirty(world_rank);
@@ -252,10 +253,11 @@ impl<T: Element> Window<'_, T> {
         if !self.dynamic_messages() && !self.is_dynamic() && same_blocks(target, origin_layout) {
             // Node-local target: read block to block, without unpacking.
             let size = std::mem::size_of::<T>();
-            let (world_rank, off, d, _issuing) = self.access("get_layout", rank, disp, target.extent())?;
+            let mut slot = None;
+            let (world_rank, off, d, _issuing) = self.access("get_layout", rank, disp, target.extent(), &mut slot)?;
             let direct = match world_rank == self.me {
                 true => None,
-                false => self.direct(world_rank, &d)?,
+                false => self.direct(world_rank, d)?,
             };
             if world_rank == self.me || direct.is_some() {
                 let mem = direct.as_deref().unwrap_or(&self.mem);
@@ -293,10 +295,11 @@ impl<T: Element> Window<'_, T> {
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
         // One epoch and bounds check for the whole target extent.
-        let (world_rank, off, d, _issuing) = self.access("get_layout", rank, disp, target.extent())?;
+        let mut slot = None;
+        let (world_rank, off, d, _issuing) = self.access("get_layout", rank, disp, target.extent(), &mut slot)?;
         let blocks = target.blocks();
         // Oneself and node-local peers are read by `get`'s own paths.
-        let remote = world_rank != self.me && self.direct(world_rank, &d)?.is_none();
+        let remote = world_rank != self.me && self.direct(world_rank, d)?.is_none();
         let mut packed = vec![T::zeroed(); blocks.iter().map(|b| b.1).sum()];
         // Elements and blocks done so far.
         let (mut pos, mut done) = (0, 0);
@@ -314,7 +317,7 @@ impl<T: Element> Window<'_, T> {
                 // Several blocks per provider read, after the operations
                 // queued for the target (as `get` orders them).
                 self.batches_before(world_rank, true)?;
-                let ranges = self.ranges(&d, off, &blocks[done..done + count]);
+                let ranges = self.ranges(d, off, &blocks[done..done + count]);
                 self.world.transport().get_gather(
                     world_rank,
                     bytemuck::cast_slice_mut(out),

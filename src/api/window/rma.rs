@@ -29,7 +29,8 @@ impl<T: Element> Window<'_, T> {
         if self.dynamic_messages() {
             return self.accumulate(rank, disp, data, AnyOp::Replace);
         }
-        let (rank, off, d, _issuing) = self.access("put", rank, disp, data.len())?;
+        let mut slot = None;
+        let (rank, off, d, _issuing) = self.access("put", rank, disp, data.len(), &mut slot)?;
         if self.soft_lock.is_some() && self.defer_op(rank, disp, data, None)? {
             // Stashed until the lock is acquired (lazy software lock).
             return Ok(());
@@ -38,7 +39,7 @@ impl<T: Element> Window<'_, T> {
         if rank == self.me && !self.is_dynamic() {
             return self.mem.write(off, bytes);
         }
-        if let Some(m) = self.direct(rank, &d)? {
+        if let Some(m) = self.direct(rank, d)? {
             return m.write(off, bytes);
         }
         if self.queue_put(rank, off, bytes)? {
@@ -47,7 +48,7 @@ impl<T: Element> Window<'_, T> {
         let posted = self
             .world
             .transport()
-            .put(rank, bytes, Self::remote(&d, off));
+            .put(rank, bytes, Self::remote(d, off));
         // After posting (meta::dirty's rule).
         self.mark_dirty(rank);
         posted
@@ -59,18 +60,19 @@ impl<T: Element> Window<'_, T> {
         if self.dynamic_messages() {
             return self.get_accumulate(rank, disp, &[], out, AnyOp::NoOp);
         }
-        let (rank, off, d, _issuing) = self.access("get", rank, disp, out.len())?;
+        let mut slot = None;
+        let (rank, off, d, _issuing) = self.access("get", rank, disp, out.len(), &mut slot)?;
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
         if rank == self.me && !self.is_dynamic() {
             return self.mem.read(off, bytes);
         }
-        if let Some(m) = self.direct(rank, &d)? {
+        if let Some(m) = self.direct(rank, d)? {
             return m.read(off, bytes);
         }
         self.batches_before(rank, true)?;
         self.world
             .transport()
-            .get(rank, bytes, Self::remote(&d, off))
+            .get(rank, bytes, Self::remote(d, off))
     }
 
     /// Starts writing `data` to `rank`'s window at `disp`; the request owns
@@ -83,13 +85,14 @@ impl<T: Element> Window<'_, T> {
             return self.raccumulate(rank, disp, data, AnyOp::Replace);
         }
         let n = data.as_mut().len();
-        let (rank, off, d, _issuing) = self.access("rput", rank, disp, n)?;
+        let mut slot = None;
+        let (rank, off, d, _issuing) = self.access("rput", rank, disp, n, &mut slot)?;
         let what = format!(
             "rput of {n} {} to rank {rank} (window {})",
             T::NAME,
             self.id
         );
-        let direct = self.direct(rank, &d)?;
+        let direct = self.direct(rank, d)?;
         if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.write(off, bytemuck::cast_slice(data.as_mut()))?;
@@ -104,7 +107,7 @@ impl<T: Element> Window<'_, T> {
         let posted = self
             .world
             .transport()
-            .put_async(rank, &f, Self::remote(&d, off));
+            .put_async(rank, &f, Self::remote(d, off));
         self.mark_dirty(rank);
         posted?;
         Ok(Request::new(self.world.config.timeout, self.world.transport(), f, what))
@@ -120,13 +123,14 @@ impl<T: Element> Window<'_, T> {
             return self.rget_accumulate(rank, disp, &[], buf, AnyOp::NoOp);
         }
         let n = buf.as_mut().len();
-        let (rank, off, d, _issuing) = self.access("rget", rank, disp, n)?;
+        let mut slot = None;
+        let (rank, off, d, _issuing) = self.access("rget", rank, disp, n, &mut slot)?;
         let what = format!(
             "rget of {n} {} from rank {rank} (window {})",
             T::NAME,
             self.id
         );
-        let direct = self.direct(rank, &d)?;
+        let direct = self.direct(rank, d)?;
         if (rank == self.me && !self.is_dynamic()) || direct.is_some() {
             let mem = direct.as_deref().unwrap_or(&self.mem);
             mem.read(off, bytemuck::cast_slice_mut(buf.as_mut()))?;
@@ -141,7 +145,7 @@ impl<T: Element> Window<'_, T> {
         let f = InFlight::new(buf, Some(self.outstanding.to(rank)));
         self.world
             .transport()
-            .get_async(rank, &f, Self::remote(&d, off))?;
+            .get_async(rank, &f, Self::remote(d, off))?;
         Ok(Request::new(self.world.config.timeout, self.world.transport(), f, what))
     }
 }

@@ -92,7 +92,8 @@ impl<T: Element> Window<'_, T> {
         signal: T,
         op: SignalOp,
     ) -> Result<()> {
-        let (world_rank, ..) = self.access("put_signal (signal element)", rank, signal_disp, 1)?;
+        let mut slot = None;
+        let (world_rank, ..) = self.access("put_signal (signal element)", rank, signal_disp, 1, &mut slot)?;
         self.put(rank, disp, data)?;
         // The data to `rank` complete there, as `flush(rank)` does, in any
         // epoch type.
