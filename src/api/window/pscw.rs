@@ -235,14 +235,13 @@ impl<T: Element> Window<'_, T> {
     /// # Errors
     /// The first member's error. Waits for posts share one
     /// `ONESIDED_TIMEOUT` for the whole group: members that never post (a
-    /// stopped or dead rank) cost one timeout in all, not one each. An
-    /// operation a provider still holds keeps its own timeout.
+    /// stopped or dead rank) cost one timeout in all, not one each.
+    /// Completing the operations to a member that posted keeps the
+    /// timeouts of those operations (the member may be alive and told).
     pub fn complete(&self) -> Result<()> {
         self.alive("complete")?;
         let access = self.epoch()?.pscw.check_complete(self.id)?.clone();
-        let done = crate::progress::wait::within(self.world.config.timeout, || {
-            self.complete_access(&access.group, access.nocheck)
-        });
+        let done = self.complete_access(&access.group, access.nocheck);
         self.epoch()?.pscw.end_complete();
         done
     }
@@ -252,12 +251,22 @@ impl<T: Element> Window<'_, T> {
         // stopped or dead member of the group must not leave the live ones
         // waiting in `wait` (each target's operations complete before it
         // is told). The first error is returned.
+        // The waits for posts share one timeout (members that never post
+        // cost one in all); completing a member that did post is not
+        // bounded by it: its operations may still be in flight to a live
+        // rank after a silent member used the time up.
+        let deadline = self
+            .world
+            .config
+            .timeout
+            .and_then(|l| Instant::now().checked_add(l));
         let mut first = None;
         for &t in group {
             let done = if nocheck {
                 Ok(())
             } else {
-                self.await_post("complete", t)
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                crate::progress::wait::within(left, || self.await_post("complete", t))
             }
             .and_then(|()| self.complete_local(Some(t)))
             .and_then(|()| self.complete_remote(t))
