@@ -247,6 +247,9 @@ fn a_stopped_peer_costs_a_timeout_not_the_transport() {
                 && has("stopped-peer row get from the stopped rank: Err")
                 && has("stopped-peer row put and flush to the stopped rank: Err")
                 && has("stopped-peer rput and flush to the stopped rank: Err")
+                && has("stopped-peer big get from the stopped rank: Err")
+                && has("stopped-peer layout get from the stopped rank: Err")
+                && has("stopped-peer big put and flush to the stopped rank: Err")
                 && has("stopped-peer get from the live rank: Ok 101")
                 && has("stopped-peer put and flush to the live rank: Ok")
                 && has("stopped-peer live rank saw 42")
@@ -471,6 +474,43 @@ fn stopped_peer_child() {
                     t.elapsed().as_secs_f64()
                 ),
             }
+            // Blocking transfers larger than a bounce cell (64 KiB) and a
+            // layout of several blocks: errors after a timeout, the
+            // caller's buffers are given back, and the provider stays in
+            // use for every other peer (before, each of these condemned
+            // it: the provider could still write the caller's buffer).
+            let mut big = vec![0u64; BIG];
+            let t = Instant::now();
+            match win.get(2, 4, &mut big) {
+                Ok(()) => println!("stopped-peer big get from the stopped rank: Ok"),
+                Err(e) => println!(
+                    "stopped-peer big get from the stopped rank: Err after {:.2} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ),
+            }
+            drop(big);
+            let big = vec![5u64; BIG];
+            let t = Instant::now();
+            match win.put(2, 4, &big).and_then(|()| win.flush(2)) {
+                Ok(()) => println!("stopped-peer big put and flush to the stopped rank: Ok"),
+                Err(e) => println!(
+                    "stopped-peer big put and flush to the stopped rank: Err after {:.2} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ),
+            }
+            drop(big);
+            let blocks = onesided::Layout::vector(4, BIG / 8, BIG / 4).expect("layout");
+            let mut strided = vec![0u64; blocks.len()];
+            let dense = onesided::Layout::contiguous(blocks.len());
+            let t = Instant::now();
+            match win.get_layout(2, 4, &blocks, &mut strided, &dense) {
+                Ok(()) => println!("stopped-peer layout get from the stopped rank: Ok"),
+                Err(e) => println!(
+                    "stopped-peer layout get from the stopped rank: Err after {:.2} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ),
+            }
+            drop(strided);
             // A request-based put to the stopped rank, then a flush of it:
             // the flush fails, and the operation it gave up on does not
             // hold up the window's later flushes to other ranks.

@@ -25,6 +25,17 @@ impl<T: Element> Window<'_, T> {
     /// Writes `data` to `rank`'s window at element `disp`. Returns when `data`
     /// may be reused; the data is visible at the target after a flush or the
     /// end of the epoch.
+    ///
+    /// # Errors
+    /// An access outside the window or outside an epoch that allows it
+    /// (nothing sent); `Error::Timeout` naming `rank` when the transfer
+    /// does not complete within `ONESIDED_TIMEOUT` (a stopped or
+    /// unreachable peer). After such a timeout every other peer is served
+    /// as before, except on the libfabric back-end when the transfer was
+    /// larger than 256 KiB (or 8 KiB on a provider that needs registered
+    /// local buffers): the provider may still read `data`'s memory, so the
+    /// back-end is not used again. [`Window::rput`] owns its buffer and has
+    /// no such limit (`docs/transport.md`).
     pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
         if self.dynamic_messages() {
             return self.accumulate(rank, disp, data, AnyOp::Replace);
@@ -56,6 +67,11 @@ impl<T: Element> Window<'_, T> {
 
     /// Reads `out.len()` elements from `rank`'s window at element `disp`.
     /// Returns when the data is in `out`.
+    ///
+    /// # Errors
+    /// As [`Window::put`]; after an error the contents of `out` are
+    /// unspecified. [`Window::rget`] owns its buffer and has no size limit
+    /// on giving up a timed-out read.
     pub fn get(&self, rank: usize, disp: usize, out: &mut [T]) -> Result<()> {
         if self.dynamic_messages() {
             return self.get_accumulate(rank, disp, &[], out, AnyOp::NoOp);

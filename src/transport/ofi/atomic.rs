@@ -369,7 +369,7 @@ fn post_and_wait(
     // cell ([operand | compare | result]) that its context keeps: a wait
     // that times out can give it up and keep the provider (`bounce.rs`).
     let cell = match (&slot, local.result.is_null()) {
-        (None, false) if 3 * bytes <= bounce::CELL_BYTES => Some(t.bounce.take()),
+        (None, false) if 3 * bytes <= bounce::CELL_BYTES => Some(t.bounce.take(3 * bytes)),
         _ => None,
     };
     let staged = match (&slot, &cell) {

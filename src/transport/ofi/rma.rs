@@ -283,26 +283,33 @@ fn scatter(
             ranges.len()
         )
     };
-    with_own(|done| {
-        let posted = post_ranges(t, dir, target, buf, &ranges, done);
+    let run = |local: Local, done: &Arc<Completion>| {
+        let posted = post_ranges(t, dir, target, local, &ranges, done);
         // Wait even if a later post failed: earlier ones use the buffer.
         let waited = wait(t, done, &what);
         posted?;
         waited
-    })
+    };
+    if len <= bounce::BOUNCE_MAX {
+        return bounced(t, dir, buf, len, run);
+    }
+    with_own(|done| run(Local::of(buf, len), done))
 }
 
-/// Posts `ranges` against consecutive parts of `buf`, as many ranges per
+/// Posts `ranges` against consecutive parts of `local` (a bounce cell,
+/// which every operation's context keeps, or the caller's buffer), as
+/// many ranges per
 /// call as the provider takes and `max_msg_size` allows (a range larger
 /// than that goes alone, in chunks).
 fn post_ranges(
     t: &OfiTransport,
     dir: Dir,
     target: usize,
-    buf: *mut u8,
+    local: Local,
     ranges: &[(RemoteAddr, usize)],
     done: &Arc<Completion>,
 ) -> Result<()> {
+    let (buf, keep, caller) = (local.ptr, local.keep, local.caller);
     t.ensure_alive()?;
     let fi_addr = t.peer(target)?;
     let (limit, max) = (t.props.rma_iov_limit, t.props.max_msg_size.max(1));
@@ -312,7 +319,14 @@ fn post_ranges(
         let local = unsafe { buf.add(at) };
         if ranges[i].1 > max {
             let (remote, n) = ranges[i];
-            post(t, dir, target, Local::of(local, n), remote, Trackers::own(done))?;
+            let part = Local {
+                ptr: local,
+                len: n,
+                desc: None,
+                keep: keep.clone(),
+                caller,
+            };
+            post(t, dir, target, part, remote, Trackers::own(done))?;
             (i, at) = (i + 1, at + n);
             continue;
         }
@@ -333,9 +347,9 @@ fn post_ranges(
             t,
             Trackers::own(done),
             Vec::new(),
-            None,
-            // The caller's buffer, in either direction.
-            (dir.name(), true),
+            keep.clone(),
+            // In either direction.
+            (dir.name(), caller),
             target,
         )?;
         let iov = libc_iovec(local, bytes);
@@ -422,29 +436,34 @@ fn transfer(
         };
         return with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
     }
-    if len <= bounce::CELL_BYTES {
-        return bounced(t, dir, target, buf, len, remote);
+    if len <= bounce::BOUNCE_MAX {
+        return bounced(t, dir, buf, len, |local, done| {
+            post_then_wait(t, dir, target, local, remote, done, &what)
+        });
     }
+    // Larger: the caller's buffer in place (a copy would add a fifth to a
+    // megabyte over tcp); a timeout then condemns the provider
+    // (`waiting::wait`, docs/transport.md).
     with_own(|done| post_then_wait(t, dir, target, Local::of(buf, len), remote, done, &what))
 }
 
-/// A blocking transfer of at most [`bounce::CELL_BYTES`] through a bounce
-/// cell (a flush's control word, a small get, a put above the inject
-/// size): the provider reads or writes the cell, which its context keeps,
-/// so a wait that times out (a stopped or unreachable peer) gives the
-/// transfer up without giving up the provider (`bounce.rs`).
+/// A blocking transfer through a bounce cell (a flush's control word, a
+/// get, a put above the inject size, a layout's ranges): the provider
+/// reads or writes the cell, which every chunk's context keeps, so a wait
+/// that times out (a stopped or unreachable peer) gives the transfer up
+/// without giving up the provider (`bounce.rs`). `run` posts `Local` (the
+/// cell's first `len` bytes) and waits for it.
 fn bounced(
     t: &OfiTransport,
     dir: Dir,
-    target: usize,
     buf: *mut u8,
     len: usize,
-    remote: RemoteAddr,
+    run: impl FnOnce(Local, &Arc<Completion>) -> Result<()>,
 ) -> Result<()> {
-    let cell = t.bounce.take();
+    let cell = t.bounce.take(len);
     if let Dir::Write = dir {
         // SAFETY: the caller lent `len` bytes at `buf` for this call
-        // (put_blocking takes `&[u8]`).
+        // (put_blocking and put_scatter take `&[u8]`).
         cell.fill(0, unsafe { std::slice::from_raw_parts(buf, len) });
     }
     let local = Local {
@@ -454,11 +473,11 @@ fn bounced(
         keep: Some(cell.clone()),
         caller: false,
     };
-    let what = || format!("{}ting {len} bytes with rank {target}", dir.name());
-    let waited = with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
+    let waited = with_own(|done| run(local, done));
     if let (Dir::Read, true) = (dir, waited.is_ok()) {
         // SAFETY: the caller lent `len` bytes at `buf` mutably for this
-        // call (get_blocking takes `&mut [u8]`, put_signal its own word).
+        // call (get_blocking and get_gather take `&mut [u8]`, put_signal
+        // its own word).
         cell.read(0, unsafe { std::slice::from_raw_parts_mut(buf, len) });
     }
     t.bounce.give(cell);
