@@ -230,42 +230,80 @@ fn a_stopped_peer_costs_a_timeout_not_the_transport() {
         &name,
         &["tcp", "net", "sockets"],
         "stopped-peer ",
-        |lines| {
-            let has = |s: &str| lines.iter().any(|l| l.contains(s));
-            let stopped_err = lines.iter().any(|l| {
-                l.contains("stopped-peer get from the stopped rank: Err after")
-                    && l.contains("naming rank Some(2)")
-                    && l.split("after ")
-                        .nth(1)
-                        .and_then(|t| t.split(' ').next())
-                        .and_then(|t| t.parse::<f64>().ok())
-                        .is_some_and(|s| {
-                            s >= TIMEOUT_S as f64 * 0.9 && s <= (TIMEOUT_S * 2 + 3) as f64
-                        })
-            });
-            stopped_err
-                && has("stopped-peer row get from the stopped rank: Err")
-                && has("stopped-peer row put and flush to the stopped rank: Err")
-                && has("stopped-peer rput and flush to the stopped rank: Err")
-                && has("stopped-peer big get from the stopped rank: Err")
-                && has("stopped-peer layout get from the stopped rank: Err")
-                && has("stopped-peer big put and flush to the stopped rank: Err")
-                && has("stopped-peer get from the live rank: Ok 101")
-                && has("stopped-peer put and flush to the live rank: Ok")
-                && has("stopped-peer live rank saw 42")
-        },
+        stopped_peer_ok,
     );
+}
+
+/// As [`a_stopped_peer_costs_a_timeout_not_the_transport`], with the
+/// provider's atomics carrying accumulates (`ONESIDED_ACCUMULATE=hardware`;
+/// net lacks some of them): a timed-out update of a row gives up its
+/// operand's bounce cell, not the provider (until 2026-12-03 the operand
+/// was read in place and the provider was condemned).
+#[test]
+fn a_stopped_peer_costs_a_timeout_with_provider_atomics() {
+    let name = common::test_name(
+        module_path!(),
+        "a_stopped_peer_costs_a_timeout_with_provider_atomics",
+    );
+    if common::is_child(&name) {
+        stopped_peer_child();
+        return;
+    }
+    stopped_rank_jobs_with(
+        &name,
+        &["tcp", "sockets"],
+        &[("ONESIDED_ACCUMULATE", "hardware")],
+        "stopped-peer ",
+        stopped_peer_ok,
+    );
+}
+
+/// What the stopped-peer jobs must print (rank 0's lines and rank 1's).
+fn stopped_peer_ok(lines: &[&str]) -> bool {
+    let has = |s: &str| lines.iter().any(|l| l.contains(s));
+    let stopped_err = lines.iter().any(|l| {
+        l.contains("stopped-peer get from the stopped rank: Err after")
+            && l.contains("naming rank Some(2)")
+            && l.split("after ")
+                .nth(1)
+                .and_then(|t| t.split(' ').next())
+                .and_then(|t| t.parse::<f64>().ok())
+                .is_some_and(|s| s >= TIMEOUT_S as f64 * 0.9 && s <= (TIMEOUT_S * 2 + 3) as f64)
+    });
+    stopped_err
+        && has("stopped-peer row get from the stopped rank: Err")
+        && has("stopped-peer row put and flush to the stopped rank: Err")
+        && has("stopped-peer rput and flush to the stopped rank: Err")
+        && has("stopped-peer big get from the stopped rank: Err")
+        && has("stopped-peer layout get from the stopped rank: Err")
+        && has("stopped-peer accumulate and flush to the stopped rank: Err")
+        && has("stopped-peer big put and flush to the stopped rank: Err")
+        && has("stopped-peer get from the live rank: Ok 101")
+        && has("stopped-peer put and flush to the live rank: Ok")
+        && has("stopped-peer live rank saw 42")
 }
 
 /// Runs test `name` at 3 ranks under `onesided-run --keep-going` on each
 /// provider (rank 2 gets stopped), prints the lines with `marker`, and
 /// fails unless every job ended and `ok` holds for its lines.
 fn stopped_rank_jobs(name: &str, providers: &[&str], marker: &str, ok: impl Fn(&[&str]) -> bool) {
+    stopped_rank_jobs_with(name, providers, &[], marker, ok)
+}
+
+/// [`stopped_rank_jobs`] with extra variables set for the job.
+fn stopped_rank_jobs_with(
+    name: &str,
+    providers: &[&str],
+    vars: &[(&str, &str)],
+    marker: &str,
+    ok: impl Fn(&[&str]) -> bool,
+) {
     let mut failures = Vec::new();
     for provider in providers {
         let mut cmd = common::onesided_run_command(name, 3, &["--keep-going"]);
         cmd.env("ONESIDED_PROVIDER", provider)
-            .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string());
+            .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string())
+            .envs(vars.iter().copied());
         let out = common::run_with_limit(cmd, Duration::from_secs(90));
         let lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(marker)).collect();
         common::say(&format!(
@@ -511,6 +549,19 @@ fn stopped_peer_child() {
                 ),
             }
             drop(strided);
+            // An accumulate of a row (provider atomics under
+            // ONESIDED_ACCUMULATE=hardware, else the software path).
+            let t = Instant::now();
+            match win
+                .accumulate(2, 4, &row, onesided::Op::Sum)
+                .and_then(|()| win.flush(2))
+            {
+                Ok(()) => println!("stopped-peer accumulate and flush to the stopped rank: Ok"),
+                Err(e) => println!(
+                    "stopped-peer accumulate and flush to the stopped rank: Err after {:.2} s: {e}",
+                    t.elapsed().as_secs_f64()
+                ),
+            }
             // A request-based put to the stopped rank, then a flush of it:
             // the flush fails, and the operation it gave up on does not
             // hold up the window's later flushes to other ranks.

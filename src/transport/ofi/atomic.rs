@@ -365,11 +365,13 @@ fn post_and_wait(
         Some(pool) if 3 * bytes <= staging::SLOT_BYTES => Some(acquire(t, pool)?),
         _ => None,
     };
-    // Elsewhere, a fetch or compare of a few bytes goes through a bounce
-    // cell ([operand | compare | result]) that its context keeps: a wait
-    // that times out can give it up and keep the provider (`bounce.rs`).
-    let cell = match (&slot, local.result.is_null()) {
-        (None, false) if 3 * bytes <= bounce::CELL_BYTES => Some(t.bounce.take(3 * bytes)),
+    // Elsewhere, the operands (and result) go through a bounce cell
+    // ([operand | compare | result]) that its context keeps: a wait that
+    // times out can give it up and keep the provider (`bounce.rs`; until
+    // 2026-12-03 an update's operand was read in place, and a timed-out
+    // update condemned the provider).
+    let cell = match &slot {
+        None if 3 * bytes <= bounce::BOUNCE_MAX => Some(t.bounce.take(3 * bytes)),
         _ => None,
     };
     let staged = match (&slot, &cell) {
