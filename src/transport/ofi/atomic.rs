@@ -407,7 +407,8 @@ fn post_and_wait(
         posted.and(waited)
     });
     if let Some(c) = cell {
-        if waited.is_ok() {
+        // An update has no result.
+        if waited.is_ok() && !local.result.is_null() {
             // SAFETY: the caller's result buffer holds `bytes` bytes and is
             // borrowed mutably for this call.
             c.read(2 * bytes, unsafe {
