@@ -32,9 +32,9 @@ impl<T: Element> Window<'_, T> {
     /// does not complete within `ONESIDED_TIMEOUT` (a stopped or
     /// unreachable peer). After such a timeout every other peer is served
     /// as before, except on the libfabric back-end when the transfer was
-    /// larger than 256 KiB (or 8 KiB on a provider that needs registered
-    /// local buffers): the provider may still read `data`'s memory, so the
-    /// back-end is not used again. [`Window::rput`] owns its buffer and has
+    /// larger than 256 KiB (8 KiB on the shm provider or one that needs
+    /// registered local buffers): the provider may still read `data`'s
+    /// memory, so the back-end is not used again. [`Window::rput`] owns its buffer and has
     /// no such limit (`docs/transport.md`).
     pub fn put(&self, rank: usize, disp: usize, data: &[T]) -> Result<()> {
         if self.dynamic_messages() {

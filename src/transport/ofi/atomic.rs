@@ -24,7 +24,7 @@ use super::mr::LocalMr;
 use super::vocab;
 use super::waiting::{acquire, post_retry, wait, Trackers};
 use crate::transport::completion::with_own;
-use super::{bounce, staging, OfiTransport};
+use super::{staging, OfiTransport};
 use crate::error::{Error, Result};
 use crate::transport::{Atomic, AtomicKind, AtomicOp, Datatype, InFlight, RemoteAddr};
 
@@ -371,7 +371,7 @@ fn post_and_wait(
     // 2026-12-03 an update's operand was read in place, and a timed-out
     // update condemned the provider).
     let cell = match &slot {
-        None if 3 * bytes <= bounce::BOUNCE_MAX => Some(t.bounce.take(3 * bytes)),
+        None if 3 * bytes <= t.props.bounce_max => Some(t.bounce.take(3 * bytes)),
         _ => None,
     };
     let staged = match (&slot, &cell) {

@@ -1,7 +1,7 @@
 //! Library-owned cells for the provider to read and write blocking
 //! transfers.
 //!
-//! A blocking get of up to [`BOUNCE_MAX`] (a flush's control word, a
+//! A blocking get of up to [`BOUNCE_MAX`] (8 KiB on shm; a flush's control word, a
 //! user's row of values) and the result of a blocking fetching atomic or
 //! compare-and-swap are read by the provider into a *cell* of this pool,
 //! then copied to the caller; a blocking put above the provider's inject
@@ -38,7 +38,8 @@ use std::sync::{Arc, Mutex};
 /// to this many bytes costs well under a microsecond.
 pub const CELL_BYTES: usize = 8192;
 
-/// The largest blocking transfer that goes through a cell. Up to here the
+/// The largest blocking transfer that goes through a cell on a network
+/// provider (`Props::bounce_max`; on shm, [`CELL_BYTES`]). Up to here the
 /// copy costs nothing measurable over tcp (source and cell fit in a
 /// core's L2 beside the transfer); at 1 MiB it adds a fifth, and the
 /// caller's buffer is used in place (`docs/transport.md`).

@@ -10,7 +10,7 @@ use super::cq::OpContext;
 use super::mr::LocalMr;
 use super::waiting::{acquire, post_retry, wait, Trackers};
 use crate::transport::completion::with_own;
-use super::{bounce, staging, OfiTransport};
+use super::{staging, OfiTransport};
 use crate::error::Result;
 use crate::transport::{Completion, InFlight, RemoteAddr};
 
@@ -290,7 +290,7 @@ fn scatter(
         posted?;
         waited
     };
-    if len <= bounce::BOUNCE_MAX {
+    if len <= t.props.bounce_max {
         return bounced(t, dir, buf, len, run);
     }
     with_own(|done| run(Local::of(buf, len), done))
@@ -436,13 +436,14 @@ fn transfer(
         };
         return with_own(|done| post_then_wait(t, dir, target, local, remote, done, &what));
     }
-    if len <= bounce::BOUNCE_MAX {
+    if len <= t.props.bounce_max {
         return bounced(t, dir, buf, len, |local, done| {
             post_then_wait(t, dir, target, local, remote, done, &what)
         });
     }
-    // Larger: the caller's buffer in place (a copy would add a fifth to a
-    // megabyte over tcp); a timeout then condemns the provider
+    // Larger (`Props::bounce_max`): the caller's buffer in place (a copy
+    // would add a fifth to a megabyte over tcp, and on shm as much again
+    // as the transfer); a timeout then condemns the provider
     // (`waiting::wait`, docs/transport.md).
     with_own(|done| post_then_wait(t, dir, target, Local::of(buf, len), remote, done, &what))
 }
