@@ -29,6 +29,11 @@
 //! Knobs: `ONESIDED_TEST_PROVIDERS` (default `net,tcp,shm,sockets`),
 //! `ONESIDED_TEST_DIRECT` (`1` default: add direct jobs; `0`: none; `only`:
 //! only direct jobs),
+//! `ONESIDED_TEST_MATRIX` (`paired`, the default while
+//! `ONESIDED_TEST_LAUNCHERS` is unset: each provider and rank count runs
+//! under one launcher, rotating, so every launcher still meets every
+//! provider and rank count across a test's jobs; `full`, the default when
+//! `ONESIDED_TEST_LAUNCHERS` is set: every launcher for each),
 //! `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`; also `srun-pmix`,
 //! `srun-pmi2` — `srun -O --kill-on-bad-exit=1 --mpi=...` on a running Slurm,
 //! `ONESIDED_SRUN` for its path — and `mpirun`, Open MPI's `mpirun
@@ -177,8 +182,9 @@ pub fn launchers() -> Vec<Launcher> {
     out
 }
 
-/// Every provider x every launcher x `ranks` (provider path), plus every
-/// launcher x `ranks` with the direct path (see the module doc).
+/// Every provider x launchers x `ranks` (provider path; launchers paired or
+/// crossed, [`full_matrix`]), plus launchers x `ranks` with the direct path
+/// (see the module doc).
 pub fn matrix(ranks: &[usize]) -> Vec<Job> {
     let mode = std::env::var("ONESIDED_TEST_DIRECT").unwrap_or_else(|_| "1".into());
     let mut jobs = match mode.as_str() {
@@ -191,13 +197,13 @@ pub fn matrix(ranks: &[usize]) -> Vec<Job> {
     jobs
 }
 
-/// Every provider x every launcher x `ranks`, provider path only (for
+/// Every provider x launchers x `ranks`, provider path only (for
 /// tests about the provider itself, e.g. its operation counters).
 pub fn matrix_providers(ranks: &[usize]) -> Vec<Job> {
     matrix_for(&providers(), ranks)
 }
 
-/// Every launcher x `ranks` with the direct path on, first provider.
+/// Launchers x `ranks` with the direct path on, first provider.
 pub fn matrix_direct(ranks: &[usize]) -> Vec<Job> {
     let first: Vec<String> = providers().into_iter().take(1).collect();
     let mut jobs = matrix_for(&first, ranks);
@@ -207,7 +213,7 @@ pub fn matrix_direct(ranks: &[usize]) -> Vec<Job> {
     jobs
 }
 
-/// Every launcher x `ranks`, with only the first provider (for tests the
+/// Launchers x `ranks`, with only the first provider (for tests the
 /// provider does not matter to).
 pub fn matrix_one_provider(ranks: &[usize]) -> Vec<Job> {
     let first: Vec<String> = providers().into_iter().take(1).collect();
@@ -222,10 +228,23 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .unwrap_or(usize::MAX);
+    let ranks: Vec<usize> = ranks.iter().copied().filter(|&n| n <= max).collect();
     let mut jobs = Vec::new();
-    for provider in providers {
-        for &launcher in &launchers {
-            for &n in ranks.iter().filter(|&&n| n <= max) {
+    if launchers.is_empty() {
+        return jobs;
+    }
+    let full = full_matrix();
+    for (p, provider) in providers.iter().enumerate() {
+        for (r, &n) in ranks.iter().enumerate() {
+            // Paired: one launcher per (provider, rank count), rotating, so
+            // every launcher meets every provider and every rank count
+            // across a test's jobs; full: every launcher for each.
+            let chosen: Vec<Launcher> = if full {
+                launchers.clone()
+            } else {
+                vec![launchers[(p + r) % launchers.len()]]
+            };
+            for launcher in chosen {
                 jobs.push(Job {
                     launcher,
                     ranks: n,
@@ -236,6 +255,22 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
         }
     }
     jobs
+}
+
+/// Whether jobs cross every launcher with every provider and rank count
+/// (`ONESIDED_TEST_MATRIX=full`, and the default when
+/// `ONESIDED_TEST_LAUNCHERS` is set: the Slurm stage asks for its
+/// launchers and each must run every suite) or pair them
+/// (`ONESIDED_TEST_MATRIX=paired`, the default otherwise: the launcher only
+/// starts the ranks, and tests/launchers.rs, tests/startup.rs and the C
+/// program test each launcher on its own).
+fn full_matrix() -> bool {
+    match std::env::var("ONESIDED_TEST_MATRIX").as_deref() {
+        Ok("full") => true,
+        Ok("paired") => false,
+        Ok(other) => panic!("ONESIDED_TEST_MATRIX: expected `full` or `paired`, not '{other}'"),
+        Err(_) => std::env::var_os("ONESIDED_TEST_LAUNCHERS").is_some(),
+    }
 }
 
 /// True inside a rank started by the harness for test `name`.
