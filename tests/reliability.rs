@@ -290,7 +290,9 @@ fn stopped_rank_jobs(name: &str, providers: &[&str], marker: &str, ok: impl Fn(&
     stopped_rank_jobs_with(name, providers, &[], marker, ok)
 }
 
-/// [`stopped_rank_jobs`] with extra variables set for the job.
+/// [`stopped_rank_jobs`] with extra variables set for every job. The jobs
+/// run at once: each spends most of its time waiting out timeouts (their
+/// bounds are wall-clock times, not CPU times).
 fn stopped_rank_jobs_with(
     name: &str,
     providers: &[&str],
@@ -298,13 +300,25 @@ fn stopped_rank_jobs_with(
     marker: &str,
     ok: impl Fn(&[&str]) -> bool,
 ) {
+    let outs: Vec<common::Output> = std::thread::scope(|s| {
+        let jobs: Vec<_> = providers
+            .iter()
+            .map(|provider| {
+                s.spawn(move || {
+                    let mut cmd = common::onesided_run_command(name, 3, &["--keep-going"]);
+                    cmd.env("ONESIDED_PROVIDER", provider)
+                        .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string())
+                        .envs(vars.iter().copied());
+                    common::run_with_limit(cmd, Duration::from_secs(90))
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|j| j.join().expect("a job's thread"))
+            .collect()
+    });
     let mut failures = Vec::new();
-    for provider in providers {
-        let mut cmd = common::onesided_run_command(name, 3, &["--keep-going"]);
-        cmd.env("ONESIDED_PROVIDER", provider)
-            .env("ONESIDED_TIMEOUT", TIMEOUT_S.to_string())
-            .envs(vars.iter().copied());
-        let out = common::run_with_limit(cmd, Duration::from_secs(90));
+    for (provider, out) in providers.iter().zip(&outs) {
         let lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(marker)).collect();
         common::say(&format!(
             "{provider}: job {} in {:.1} s",
