@@ -89,7 +89,7 @@ fi
 echo "=================================================================="
 echo "== soft-RoCE stage: native verbs + verbs;ofi_rxm on rxe0 (qemu) =="
 echo "=================================================================="
-export SOFTROCE_PASSENV="ONESIDED_GUEST_PROFILE ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_TIMEOUT ONESIDED_TEST_DIRECT ONESIDED_SOFTROCE_SUITES ONESIDED_TEST_TIME_SCALE"
+export SOFTROCE_PASSENV="ONESIDED_GUEST_PROFILE ONESIDED_GUEST_TEST_THREADS ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_TIMEOUT ONESIDED_TEST_DIRECT ONESIDED_SOFTROCE_SUITES ONESIDED_TEST_TIME_SCALE"
 export ONESIDED_TEST_TIME_SCALE=${ONESIDED_TEST_TIME_SCALE:-4}
 # Direct jobs move node-local bytes by load/store, not over the device:
 # nothing of verbs to prove, and they would double the guest time.
