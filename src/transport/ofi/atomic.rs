@@ -376,7 +376,9 @@ fn post_and_wait(
     };
     let staged = match (&slot, &cell) {
         (None, Some(c)) => lay_out(&local, bytes, (c.as_mut_ptr(), None), |at, d| {
-            c.fill(at, d);
+            // SAFETY: the cell was just taken from the pool and is not
+            // posted yet.
+            unsafe { c.fill(at, d) };
             Ok(())
         })?,
         (Some(s), _) => lay_out(&local, bytes, (s.ptr(), Some(s.desc())), |at, d| s.fill_at(at, d))?,
@@ -410,10 +412,9 @@ fn post_and_wait(
         // An update has no result.
         if waited.is_ok() && !local.result.is_null() {
             // SAFETY: the caller's result buffer holds `bytes` bytes and is
-            // borrowed mutably for this call.
-            c.read(2 * bytes, unsafe {
-                std::slice::from_raw_parts_mut(local.result, bytes)
-            });
+            // borrowed mutably for this call; the wait succeeded, so the
+            // operation on the cell completed.
+            unsafe { c.read(2 * bytes, std::slice::from_raw_parts_mut(local.result, bytes)) };
         }
         t.bounce.give(c);
     }

@@ -83,25 +83,36 @@ impl Cell {
 
     /// Copies `data` into the cell from byte `at` (before the post).
     ///
+    /// # Safety
+    /// No operation on this cell may be in flight: the caller took the
+    /// cell from the pool ([`Bounce::take`]) and has not posted it yet, or
+    /// its operation's completion was counted. The provider writes the
+    /// cell through a raw pointer while an operation is in flight.
+    ///
     /// # Panics
     /// If `at + data.len()` exceeds the cell (the callers size cells from
     /// what they copy).
-    pub fn fill(&self, at: usize, data: &[u8]) {
+    pub unsafe fn fill(&self, at: usize, data: &[u8]) {
         assert!(at + data.len() <= self.len, "bounce cell overrun");
-        // SAFETY: in bounds (checked); no operation on this cell is posted
-        // yet (type invariant): nothing else reads or writes it now.
+        // SAFETY: in bounds (checked); no operation on this cell is in
+        // flight (the caller's contract): nothing else reads or writes it.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(at), data.len()) }
     }
 
     /// Copies bytes `at..at + out.len()` of the cell to `out` (after the
     /// completion was counted).
     ///
+    /// # Safety
+    /// As [`Cell::fill`]: no operation on this cell in flight (its
+    /// completion was counted, which orders the provider's writes before
+    /// this read).
+    ///
     /// # Panics
     /// As [`Cell::fill`].
-    pub fn read(&self, at: usize, out: &mut [u8]) {
+    pub unsafe fn read(&self, at: usize, out: &mut [u8]) {
         assert!(at + out.len() <= self.len, "bounce cell overrun");
-        // SAFETY: in bounds (checked); the operation completed (type
-        // invariant): the provider no longer writes the cell.
+        // SAFETY: in bounds (checked); no operation on this cell is in
+        // flight (the caller's contract): the provider no longer writes it.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(at), out.as_mut_ptr(), out.len()) }
     }
 }
@@ -203,14 +214,16 @@ mod tests {
     fn a_cell_still_referred_to_is_never_reused() {
         let pool = Bounce::default();
         let a = pool.take(3);
-        a.fill(0, &[1, 2, 3]);
+        // SAFETY: no operation is ever posted on cells of this test.
+        unsafe { a.fill(0, &[1, 2, 3]) };
         let held = a.clone(); // an abandoned operation's context
         let pa = Arc::as_ptr(&a);
         pool.give(a);
         let b = pool.take(3);
         assert_ne!(Arc::as_ptr(&b), pa, "handed out while still referred to");
         let mut out = [0u8; 3];
-        held.read(0, &mut out);
+        // SAFETY: as above.
+        unsafe { held.read(0, &mut out) };
         assert_eq!(out, [1, 2, 3]);
         // Given back with no other reference: reused, no allocation.
         let pb = Arc::as_ptr(&b);
@@ -228,9 +241,12 @@ mod tests {
         let a = pool.take(CELL_BYTES + 1);
         assert_eq!(a.len, 2 * CELL_BYTES);
         let data: Vec<u8> = (0..CELL_BYTES + 1).map(|i| i as u8).collect();
-        a.fill(0, &data);
         let mut out = vec![0u8; data.len()];
-        a.read(0, &mut out);
+        // SAFETY: no operation is ever posted on cells of this test.
+        unsafe {
+            a.fill(0, &data);
+            a.read(0, &mut out);
+        }
         assert_eq!(out, data);
         let pa = Arc::as_ptr(&a);
         pool.give(a);

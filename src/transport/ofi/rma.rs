@@ -464,8 +464,9 @@ fn bounced(
     let cell = t.bounce.take(len);
     if let Dir::Write = dir {
         // SAFETY: the caller lent `len` bytes at `buf` for this call
-        // (put_blocking and put_scatter take `&[u8]`).
-        cell.fill(0, unsafe { std::slice::from_raw_parts(buf, len) });
+        // (put_blocking and put_scatter take `&[u8]`); the cell was just
+        // taken from the pool and is not posted yet.
+        unsafe { cell.fill(0, std::slice::from_raw_parts(buf, len)) };
     }
     let local = Local {
         ptr: cell.as_mut_ptr(),
@@ -478,8 +479,9 @@ fn bounced(
     if let (Dir::Read, true) = (dir, waited.is_ok()) {
         // SAFETY: the caller lent `len` bytes at `buf` mutably for this
         // call (get_blocking and get_gather take `&mut [u8]`, put_signal
-        // its own word).
-        cell.read(0, unsafe { std::slice::from_raw_parts_mut(buf, len) });
+        // its own word); the wait succeeded, so the operation on the cell
+        // completed.
+        unsafe { cell.read(0, std::slice::from_raw_parts_mut(buf, len)) };
     }
     t.bounce.give(cell);
     waited
