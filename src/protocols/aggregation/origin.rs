@@ -68,9 +68,16 @@ pub struct Origin<'c> {
 /// `queued` is set (with the table's mutex held) whenever an operation is
 /// put into the table, and cleared only by a completion point right before
 /// it drains the table; an operation queued after the clearing sets it
-/// again. So a completion point that finds it clear has nothing to drain
-/// and skips the table (and its mutex): the common case of a flush on a
-/// window whose operations all took another path.
+/// again. The draining point counts itself in `shipping` from before it
+/// clears `queued` until its drain ends: between the clearing and the
+/// taking, the elements are in neither. So a completion point that finds
+/// `queued` clear and then `shipping` at zero has nothing to drain or wait
+/// for but `acks`, and skips the table (and its mutex): the common case of
+/// a flush on a window whose operations all took another path. (Without
+/// that count, a flush on one thread could pass while another thread's
+/// drain had cleared the flag but not yet taken the flushing thread's put,
+/// and its get read the old value: seen once in 2026-12 as a stale get in
+/// tests/fast_path.rs over sockets.)
 pub struct Aggregation {
     table: Mutex<OpTable>,
     acks: PerTarget,
@@ -456,13 +463,18 @@ impl Aggregation {
         // this one unless the program synchronized them, and then its
         // `queued` store is visible here).
         if !self.queued.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        if let Some(t) = self.take_target(o, Some(rank))? {
+            // Another thread may be draining the table (see [`Aggregation`]):
+            // what it took is sent, and with `settle` acknowledged, first.
+            if self.shipping.load(Ordering::Acquire) == 0 {
+                return Ok(());
+            }
+        } else if let Some(t) = self.take_target(o, Some(rank))? {
             self.ship(o, t)?;
         }
+        // A batch holding this thread's operations may be on its way on
+        // another thread (which took it): this operation must not pass it.
+        self.wait_shipping(o)?;
         if settle {
-            self.wait_shipping(o)?;
             self.wait_acks(o, Some(rank))?;
         }
         Ok(())
@@ -494,12 +506,27 @@ impl Aggregation {
         // queued from here on sets it again.
         // A load first: nothing queued (the common case) needs no RMW. A
         // queue that happened before this call is visible to the load.
-        if self.queued.load(Ordering::Acquire) && self.queued.swap(false, Ordering::AcqRel) {
-            while let Some(t) = self.take_target(o, None)? {
-                if let Err(e) = self.ship(o, t) {
-                    first.get_or_insert(e);
+        if self.queued.load(Ordering::Acquire) {
+            // Counted as shipping before clearing `queued` (the invariant
+            // of [`Aggregation`]), until every element is taken and sent.
+            self.shipping.fetch_add(1, Ordering::AcqRel);
+            if self.queued.swap(false, Ordering::AcqRel) {
+                loop {
+                    match self.take_target(o, None) {
+                        Ok(Some(t)) => {
+                            if let Err(e) = self.ship(o, t) {
+                                first.get_or_insert(e);
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            first.get_or_insert(e);
+                            break;
+                        }
+                    }
                 }
             }
+            self.shipping.fetch_sub(1, Ordering::AcqRel);
         }
         let waited = if self.shipping.load(Ordering::Acquire) == 0 {
             Ok(())
