@@ -504,8 +504,25 @@ impl Output {
             let lines: Vec<&str> = s.lines().collect();
             lines[lines.len().saturating_sub(n)..].join("\n")
         };
+        // Every panic (its line and the message after it), wherever it
+        // is: the first rank to fail is often not the last to write.
+        let mut panics = Vec::new();
+        for s in [&self.stdout, &self.stderr] {
+            let lines: Vec<&str> = s.lines().collect();
+            for (i, l) in lines.iter().enumerate() {
+                if l.contains("panicked at") {
+                    let msg = lines.get(i + 1).copied().unwrap_or("");
+                    panics.push(format!("{l}\n  {msg}"));
+                }
+            }
+        }
+        let panics = if panics.is_empty() {
+            String::new()
+        } else {
+            format!("--- panics ({}) ---\n{}\n", panics.len(), panics.join("\n"))
+        };
         format!(
-            "--- stdout (last {n} lines) ---\n{}\n--- stderr (last {n} lines) ---\n{}",
+            "{panics}--- stdout (last {n} lines) ---\n{}\n--- stderr (last {n} lines) ---\n{}",
             tail(&self.stdout),
             tail(&self.stderr)
         )
