@@ -31,8 +31,9 @@
 //! only direct jobs),
 //! `ONESIDED_TEST_MATRIX` (`paired`, the default while
 //! `ONESIDED_TEST_LAUNCHERS` is unset: each provider and rank count runs
-//! under one launcher, rotating, so every launcher still meets every
-//! provider and rank count across a test's jobs; `full`, the default when
+//! under one launcher, rotating: every launcher meets every rank count,
+//! and every provider in a test with as many rank counts as launchers;
+//! `full`, the default when
 //! `ONESIDED_TEST_LAUNCHERS` is set: every launcher for each),
 //! `ONESIDED_TEST_LAUNCHERS` (default `onesided-run,hydra`; also `srun-pmix`,
 //! `srun-pmi2` — `srun -O --kill-on-bad-exit=1 --mpi=...` on a running Slurm,
@@ -236,9 +237,10 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
     let full = full_matrix();
     for (p, provider) in providers.iter().enumerate() {
         for (r, &n) in ranks.iter().enumerate() {
-            // Paired: one launcher per (provider, rank count), rotating, so
-            // every launcher meets every provider and every rank count
-            // across a test's jobs; full: every launcher for each.
+            // Paired: one launcher per (provider, rank count), rotating:
+            // every launcher meets every rank count across a test's jobs,
+            // and every provider where the test has as many rank counts as
+            // there are launchers; full: every launcher for each.
             let chosen: Vec<Launcher> = if full {
                 launchers.clone()
             } else {
