@@ -56,13 +56,18 @@ start=$(date +%s)
 export ONESIDED_GUEST_PROFILE=guest
 cargo build --profile guest --bins --examples --features unstable
 suites="rma atomics locks sync_modes software_accumulate aggregation dynamic random_rma collectives layouts groups signal active_messages window_creation mpi_usage faults"
-json=$(cargo test --profile guest --features unstable --lib $(printf -- '--test %s ' $suites) --no-run \
-  --message-format=json 2> /dev/null)
-bin() { # target kind, name
+bin() { # target kind, name (in $json)
   echo "$json" | grep "\"kind\":\[\"$1\"\]" | grep "\"name\":\"$2\"" |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1
 }
+# The device tests (src/transport/verbs) from the library's debug test
+# binary, as scripts/test.sh built it (--workspace: nothing to compile
+# after it): an optimized build of the library's tests took about a
+# minute of a CI run for tests that run in seconds.
+json=$(cargo test --workspace --lib --no-run --message-format=json 2> /dev/null)
 lib=$(bin lib onesided)
+json=$(cargo test --profile guest --features unstable $(printf -- '--test %s ' $suites) --no-run \
+  --message-format=json 2> /dev/null)
 bins=target/softroce-bins.txt
 : > "$bins"
 for s in $suites; do
