@@ -13,6 +13,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export ONESIDED_FAULT_STAGE=1 ONESIDED_FAULT_TIMEOUT=${ONESIDED_FAULT_TIMEOUT:-3}
 echo "==================== fault injection (ONESIDED_TIMEOUT=$ONESIDED_FAULT_TIMEOUT) ===================="
 start=$(date +%s)
-# --workspace: built as scripts/test.sh built it (nothing to compile).
-cargo test --workspace --test faults "$@" -- --nocapture
+cargo test --test faults "$@" -- --nocapture
 echo "fault injection stage: $(( $(date +%s) - start )) s"

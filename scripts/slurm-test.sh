@@ -178,15 +178,14 @@ say "ONESIDED_TEST_LAUNCHERS=$ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_PROVIDERS=$O
 log=$state/test.log
 start=$SECONDS
 status=0
-# --workspace: built as scripts/test.sh built it (nothing to compile).
-cargo test --workspace --no-fail-fast --test launchers --test rma --test atomics --test locks \
+cargo test --no-fail-fast --test launchers --test rma --test atomics --test locks \
     --test collectives --test layouts --test groups --test signal --test window_creation \
     --test c_api "$@" \
     -- --test-threads=1 --skip in_process_ 2>&1 | tee "$log" || status=$?
 # The MPI-usage cases (requests, info hints, no_locks, attributes, ...):
 # only the job that runs every case under the launcher; the suite's
 # in-process tests do not depend on it and ran in the host stage.
-cargo test --workspace --no-fail-fast --test mpi_usage "$@" -- --test-threads=1 --exact every_case \
+cargo test --no-fail-fast --test mpi_usage "$@" -- --test-threads=1 --exact every_case \
     2>&1 | tee -a "$log" || status=$?
 
 echo

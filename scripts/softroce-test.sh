@@ -61,11 +61,12 @@ bin() { # target kind, name (in $json)
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1
 }
 # The device tests (src/transport/verbs) from the library's debug test
-# binary, as scripts/test.sh built it (--workspace: nothing to compile
-# after it): an optimized build of the library's tests took about a
-# minute of a CI run for tests that run in seconds.
-json=$(cargo test --workspace --lib --no-run --message-format=json 2> /dev/null)
-lib=$(bin lib onesided)
+# binary, as scripts/test.sh built it (scripts/built-tests.sh: nothing to
+# compile after it): an optimized build of the library's tests took about
+# a minute of a CI run for tests that run in seconds.
+. scripts/built-tests.sh
+built_tests_load || exit 1
+lib=$(built_test lib onesided)
 json=$(cargo test --profile guest --features unstable $(printf -- '--test %s ' $suites) --no-run \
   --message-format=json 2> /dev/null)
 bins=target/softroce-bins.txt

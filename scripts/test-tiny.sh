@@ -5,7 +5,8 @@
 # attachment table, directory slots and the operation/target element pools.
 # net (the automatic choice) through onesided-run, provider jobs and direct
 # (intra-node) jobs.
-# Run by .ci/run after scripts/test.sh; extra arguments go to `cargo test`.
+# Run by .ci/run after scripts/test.sh; extra arguments go to each suite's
+# test binary (a name filter, `--test-threads=1`, ...).
 #
 # Every variable is exported to the test binaries, and from them to every
 # rank (the harness, tests/common/mod.rs, starts ranks with the inherited
@@ -32,13 +33,22 @@ export ONESIDED_TEST_LAUNCHERS=${ONESIDED_TEST_LAUNCHERS:-onesided-run}
 suites=(rma atomics locks dynamic random_rma transport software_accumulate
         sync_modes active_messages algorithms shm scale window_creation
         software_lock aggregation shared_windows fast_path loopback)
-args=()
-for s in "${suites[@]}"; do args+=(--test "$s"); done
 
 echo "==================== tiny sizes ===================="
 env | grep -E '^ONESIDED_' | sort
-# --workspace, as scripts/test.sh builds: the same feature resolution, so
-# nothing is compiled again (a root-only `cargo test` resolves the
-# dependencies' features without the other members' and rebuilds the
-# library and every suite: 40 s of a CI run).
-cargo test --workspace --no-fail-fast "${args[@]}" "$@"
+# The suites' binaries as scripts/test.sh built them (see
+# scripts/built-tests.sh: `cargo test --test ...` would build them again).
+. scripts/built-tests.sh
+built_tests_load || exit 1
+status=0
+for s in "${suites[@]}"; do
+    exe=$(built_test test "$s")
+    if [ -z "$exe" ]; then
+        echo "tiny sizes: no test binary for tests/$s.rs"
+        status=1
+        continue
+    fi
+    echo "     Running tests/$s.rs ($exe)"
+    "$exe" "$@" || status=1
+done
+exit "$status"
