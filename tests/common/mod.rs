@@ -40,6 +40,9 @@
 //! `ONESIDED_SRUN` for its path — and `mpirun`, Open MPI's `mpirun
 //! --allow-run-as-root --oversubscribe`, `ONESIDED_MPIRUN` for its path;
 //! these are never in the default and fail loudly when asked for but absent),
+//! `ONESIDED_TEST_MAX_RANKS` (leave out jobs with more ranks),
+//! `ONESIDED_TEST_RANK_COUNTS` (`all`, the default; `largest`: each test
+//! at its largest rank count only),
 //! `ONESIDED_TEST_TIMEOUT` (seconds per job, default 120; a job that
 //! outlives it has every rank's thread stacks printed before it is stopped,
 //! with `ONESIDED_GDB` or the `gdb` in `PATH`), `ONESIDED_HYDRA`
@@ -229,7 +232,21 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .unwrap_or(usize::MAX);
-    let ranks: Vec<usize> = ranks.iter().copied().filter(|&n| n <= max).collect();
+    let mut ranks: Vec<usize> = ranks.iter().copied().filter(|&n| n <= max).collect();
+    // `ONESIDED_TEST_RANK_COUNTS=largest`: only the largest remaining rank
+    // count of each test (the soft-RoCE guest, where a job costs seconds:
+    // the most peers per job, each test once).
+    match std::env::var("ONESIDED_TEST_RANK_COUNTS").as_deref() {
+        Err(_) | Ok("all") => {}
+        Ok("largest") => {
+            if let Some(&n) = ranks.iter().max() {
+                ranks = vec![n];
+            }
+        }
+        Ok(other) => {
+            panic!("ONESIDED_TEST_RANK_COUNTS: expected `all` or `largest`, not '{other}'")
+        }
+    }
     let mut jobs = Vec::new();
     if launchers.is_empty() {
         return jobs;
