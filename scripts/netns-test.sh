@@ -55,9 +55,11 @@ for pair in "$A:$VA" "$B:$VB"; do
         --probability "$drop" -j DROP || die "iptables statistic match in $n"
 done
 
-cargo build --features unstable --bins > /dev/null 2>&1 || die "build failed"
-exe=$(cargo test --features unstable --test random_rma --no-run --message-format=json 2> /dev/null |
-    grep '"kind":\["test"\]' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+# The test executable scripts/test.sh built (scripts/built-tests.sh);
+# a `cargo test --test random_rma` here would compile the library again.
+. scripts/built-tests.sh
+built_tests_load || die "cargo test --workspace --no-run failed"
+exe=$(built_test test random_rma)
 [ -x "$exe" ] || die "could not build tests/random_rma.rs"
 
 # Each rank: its namespace from its PMI rank, the provider on its veth.

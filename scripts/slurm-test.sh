@@ -21,7 +21,8 @@
 # 4. Tears everything it started down on exit (trap): no daemon is left.
 #
 # Any set-up failure prints its cause (the daemon's log tail) and exits 1.
-# Run by .ci/run; about 5 minutes. Extra arguments go to `cargo test`.
+# Run by .ci/run; about 5 minutes. Extra arguments go to every suite's
+# test executable (libtest filters and options).
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"
 
@@ -178,15 +179,30 @@ say "ONESIDED_TEST_LAUNCHERS=$ONESIDED_TEST_LAUNCHERS ONESIDED_TEST_PROVIDERS=$O
 log=$state/test.log
 start=$SECONDS
 status=0
-cargo test --no-fail-fast --test launchers --test rma --test atomics --test locks \
-    --test collectives --test layouts --test groups --test signal --test window_creation \
-    --test c_api "$@" \
-    -- --test-threads=1 --skip in_process_ 2>&1 | tee "$log" || status=$?
+# The test executables scripts/test.sh built (scripts/built-tests.sh): a
+# `cargo test --test ...` here would compile the library again (36 s).
+. scripts/built-tests.sh
+built_tests_load || exit 1
+run_suite() { # suite, libtest arguments...
+    local suite=$1 exe
+    shift
+    exe=$(built_test test "$suite")
+    if [[ -z $exe ]]; then
+        echo "no test executable for tests/$suite.rs" | tee -a "$log"
+        status=1
+        return
+    fi
+    echo "     Running tests/$suite.rs ($exe)" | tee -a "$log"
+    "$exe" "$@" 2>&1 | tee -a "$log" || status=$?
+}
+: > "$log"
+for suite in launchers rma atomics locks collectives layouts groups signal window_creation c_api; do
+    run_suite "$suite" --test-threads=1 --skip in_process_ "$@"
+done
 # The MPI-usage cases (requests, info hints, no_locks, attributes, ...):
 # only the job that runs every case under the launcher; the suite's
 # in-process tests do not depend on it and ran in the host stage.
-cargo test --no-fail-fast --test mpi_usage "$@" -- --test-threads=1 --exact every_case \
-    2>&1 | tee -a "$log" || status=$?
+run_suite mpi_usage --test-threads=1 --exact every_case "$@"
 
 echo
 echo "==================== Slurm / mpirun summary ===================="
