@@ -289,6 +289,42 @@ fn ordering() {
     assert!(world.stats().ops.ops_aggregated >= 600);
     world.barrier().unwrap();
     win.free().unwrap();
+    flush_of_another_rank(&world);
+}
+
+/// A flush of another rank (here: itself) ships the batch to `right` as
+/// well but waits only for its own acknowledgements; a fetch to `right`
+/// right after must still wait for that batch to be applied. (It once
+/// did not: a get_accumulate ran at the target on a second thread while
+/// the batch was being applied, and read an accumulate half done — in
+/// 2026-12 a random_rma failure over sockets.)
+fn flush_of_another_rank(world: &World) {
+    let (me, p) = (world.rank(), world.size());
+    let right = (me + 1) % p;
+    const N: usize = 256;
+    let mut win = Window::<i64>::allocate(world, N).expect("allocate");
+    win.lock_all().unwrap();
+    let mut total = 0i64;
+    for round in 0..40i64 {
+        let add: Vec<i64> = (0..N as i64).map(|e| round * 1000 + e).collect();
+        for (e, a) in add.iter().enumerate() {
+            win.accumulate(right, e, &[*a], Op::Sum).unwrap();
+        }
+        total += round * 1000;
+        win.flush(me).unwrap();
+        let mut seen = vec![0i64; N];
+        win.get_accumulate(right, 0, &[], &mut seen, NoOp).unwrap();
+        for (e, s) in seen.iter().enumerate() {
+            let want = total + (round + 1) * e as i64;
+            assert_eq!(
+                *s, want,
+                "round {round} element {e}: the fetch overtook a batch flush({me}) shipped"
+            );
+        }
+    }
+    win.unlock_all().unwrap();
+    world.barrier().unwrap();
+    win.free().unwrap();
 }
 
 spmd_test!(

@@ -451,30 +451,37 @@ impl Aggregation {
     }
 
     /// Before an operation to `rank` outside the table: ships `rank`'s
-    /// batch; with `settle`, waits until every batch was acknowledged.
+    /// batch, and waits for a drain another thread has in progress (it may
+    /// hold this thread's operations); with `settle`, waits until every
+    /// batch was acknowledged.
     ///
     /// # Errors
     /// The batch could not be sent, a target refused a batch, or a wait
     /// ran out of time.
     pub fn batches_before(&self, o: &Origin<'_>, rank: usize, settle: bool) -> Result<()> {
-        // Nothing queued since the last completion point, which waited for
-        // every acknowledgement: nothing of this thread's to ship or wait
-        // for (another thread's concurrent operations are unordered with
-        // this one unless the program synchronized them, and then its
-        // `queued` store is visible here).
-        if !self.queued.load(Ordering::Acquire) {
-            // Another thread may be draining the table (see [`Aggregation`]):
-            // what it took is sent, and with `settle` acknowledged, first.
-            if self.shipping.load(Ordering::Acquire) == 0 {
-                return Ok(());
+        // Nothing queued: nothing of this thread's to ship (another
+        // thread's concurrent operations are unordered with this one unless
+        // the program synchronized them, and then its `queued` store is
+        // visible here).
+        if self.queued.load(Ordering::Acquire) {
+            if let Some(t) = self.take_target(o, Some(rank))? {
+                self.ship(o, t)?;
             }
-        } else if let Some(t) = self.take_target(o, Some(rank))? {
-            self.ship(o, t)?;
         }
         // A batch holding this thread's operations may be on its way on
-        // another thread (which took it): this operation must not pass it.
-        self.wait_shipping(o)?;
-        if settle {
+        // another thread (which took it, see [`Aggregation`]): this
+        // operation must not pass it.
+        if self.shipping.load(Ordering::Acquire) != 0 {
+            self.wait_shipping(o)?;
+        }
+        // With `settle`, every batch to `rank` acknowledged (applied), even
+        // with nothing queued: a completion point for another rank
+        // (`flush(other)`) ships `rank`'s batch too but waits only for
+        // `other`'s acknowledgements, so `rank`'s may still be in flight.
+        // (Returning early there let a software get_accumulate run at the
+        // target beside the batch it must follow, on the progress thread:
+        // it read an accumulate half applied.)
+        if settle && !self.acks.is_idle() {
             self.wait_acks(o, Some(rank))?;
         }
         Ok(())
