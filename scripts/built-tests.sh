@@ -29,6 +29,12 @@ built_tests_load() {
 # Prints the executable of the workspace's test target of kind $1 ("test"
 # or "lib") named $2; nothing if there is none.
 built_test() {
-    echo "$built_tests_json" | grep "\"kind\":\[\"$1\"\]" | grep "\"name\":\"$2\"" |
+    built_test_in "$built_tests_json" "$1" "$2"
+}
+
+# Prints the executable of kind $2 named $3 in cargo's JSON messages $1
+# (`cargo ... --no-run --message-format=json` of any profile).
+built_test_in() {
+    echo "$1" | grep "\"kind\":\[\"$2\"\]" | grep "\"name\":\"$3\"" |
         sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1 || true
 }

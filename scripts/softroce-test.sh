@@ -70,10 +70,6 @@ if [ "$build_only" = 1 ]; then
   exit
 fi
 cargo build --profile guest --bins --examples --features unstable
-bin() { # target kind, name (in $json)
-  echo "$json" | grep "\"kind\":\[\"$1\"\]" | grep "\"name\":\"$2\"" |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1
-}
 # The device tests (src/transport/verbs) from the library's debug test
 # binary, as scripts/test.sh built it (scripts/built-tests.sh: nothing to
 # compile after it): an optimized build of the library's tests took about
@@ -86,7 +82,7 @@ json=$(cargo test --profile guest --features unstable $(printf -- '--test %s ' $
 bins=target/softroce-bins.txt
 : > "$bins"
 for s in $suites; do
-  b=$(bin test "$s")
+  b=$(built_test_in "$json" test "$s")
   if [ -z "$b" ]; then
     echo "soft-RoCE stage: could not build the test binary of $s" >&2
     exit 1
