@@ -325,6 +325,37 @@ fn flush_of_another_rank(world: &World) {
     win.unlock_all().unwrap();
     world.barrier().unwrap();
     win.free().unwrap();
+    large_then_queued(world);
+}
+
+/// A large accumulate (too large to queue: the software path's own
+/// messages) and then a queued one to the same element: the batch must
+/// not be applied before the large one (MPI's default accumulate ordering,
+/// write after write), though the target may run two handlers at once.
+fn large_then_queued(world: &World) {
+    let (me, p) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % p, (me + p - 1) % p);
+    const N: usize = 1024;
+    let mut win = Window::<i64>::allocate(world, N).expect("allocate");
+    let value = |o: usize, round: i64| (o as i64 + 1) * 1_000_000 + round;
+    for round in 0..24i64 {
+        win.lock_all().unwrap();
+        win.accumulate(right, 0, &vec![-value(me, round); N], Op::Replace)
+            .unwrap();
+        win.accumulate(right, N / 2, &[value(me, round)], Op::Replace)
+            .unwrap();
+        win.unlock_all().unwrap();
+        world.barrier().unwrap();
+        let got = win.local_to_vec().unwrap();
+        assert_eq!(
+            got[N / 2],
+            value(left, round),
+            "round {round}: the queued accumulate from {left} was applied before the large one"
+        );
+        assert_eq!(got[0], -value(left, round), "round {round}: element 0");
+        world.barrier().unwrap();
+    }
+    win.free().unwrap();
 }
 
 spmd_test!(

@@ -102,9 +102,17 @@ impl<T: Element> Window<'_, T> {
         } else {
             self.props.atomic_order
         };
-        if !promised.contains(wanted) && self.outstanding.pending(Some(rank)) > 0 && !queued {
+        if !promised.contains(wanted) && self.outstanding.pending(Some(rank)) > 0 {
             // Earlier operations in flight to `rank` could be overtaken.
-            self.complete_local(Some(rank))?;
+            if queued {
+                // Its batch ships after the earlier batches were applied
+                // (the table orders those), but nothing orders it after
+                // the window's other accumulates to `rank` (a large one is
+                // a software message of its own): completed first.
+                self.wait_outstanding(Some(rank))?;
+            } else {
+                self.complete_local(Some(rank))?;
+            }
         }
         Ok(Route {
             issuing: _issuing,

@@ -22,8 +22,14 @@ impl<T: Element> Window<'_, T> {
         // when issued; this fence orders them before the synchronization
         // that follows (see `direct.rs`).
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        // Trackers with nothing in flight (blocking operations, the direct
-        // path) are skipped: no need to drive the provider.
+        self.wait_outstanding(rank)
+    }
+
+    /// Waits for the window's operations in flight to `rank` (to every
+    /// target if `None`) outside the operation table. Trackers with nothing
+    /// in flight (blocking operations, the direct path) are skipped: no
+    /// need to drive the provider.
+    pub(super) fn wait_outstanding(&self, rank: Option<usize>) -> Result<()> {
         let id = self.id;
         self.outstanding.each_busy(rank, |r, c| {
             self.world
