@@ -302,7 +302,7 @@ impl VerbsTransport {
                     // next contact.
                     Ok(()) => {
                         self.give_up_on(target, generation, &qp, &e);
-                        return Err(e);
+                        return Err(e.awaiting(target));
                     }
                     Err(v) => break v,
                 }

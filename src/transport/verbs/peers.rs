@@ -271,7 +271,8 @@ impl VerbsTransport {
                         peers.remove(&target);
                     }
                 }
-                return Err(e);
+                // The peer awaited, as a value (`Error::rank`).
+                return Err(e.awaiting(target));
             }
         }
     }

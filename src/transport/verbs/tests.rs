@@ -750,6 +750,7 @@ fn a_timed_out_blocking_operation_keeps_its_slot_until_the_device_is_done() {
     let e = t0.fetch_atomic(1, sum, &1u64.to_le_bytes(), &mut old, at).expect_err("nobody answers");
     assert!(matches!(e, crate::Error::Timeout { .. }), "{e}");
     assert!(e.to_string().contains("fetching atomic"), "{e}");
+    assert_eq!(e.rank(), Some(1), "the peer awaited: {e}");
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     // The pair went to the error state: the device flushes the request,
     // and that completion gives the slot back.
@@ -758,6 +759,7 @@ fn a_timed_out_blocking_operation_keeps_its_slot_until_the_device_is_done() {
     // handshake nobody answers.
     let e = t0.fetch_atomic(1, sum, &1u64.to_le_bytes(), &mut old, at).expect_err("nobody answers");
     assert!(e.to_string().contains("connecting to rank 1"), "{e}");
+    assert_eq!(e.rank(), Some(1), "{e}");
     // The next operation, on our own memory through the loopback pair.
     let own = Memory::allocate(4096).expect("memory");
     let reg0 = t0.register(&own).expect("register");
@@ -800,10 +802,12 @@ fn a_timed_out_operation_of_several_requests_ends_its_queue_pair() {
     let e = t0.get(1, &mut buf, at).expect_err("nobody answers");
     assert!(matches!(e, crate::Error::Timeout { .. }), "{e}");
     assert!(e.to_string().contains(&format!("get of {n} bytes")), "{e}");
+    assert_eq!(e.rank(), Some(1), "the peer awaited: {e}");
     assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
     until_flushed(&t0);
     let e = t0.get(1, &mut buf, at).expect_err("nobody answers");
     assert!(e.to_string().contains("connecting to rank 1"), "{e}");
+    assert_eq!(e.rank(), Some(1), "{e}");
     let s = t0.stats();
     assert_eq!((s.ops_in_flight, s.rejected_completions), (0, 0), "{s:?}");
 }

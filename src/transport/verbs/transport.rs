@@ -318,7 +318,7 @@ impl VerbsTransport {
                     let r = self.progress().and_then(|_| w.step());
                     if let Err(e) = r {
                         self.abandon(op);
-                        return Err(e);
+                        return Err(e.awaiting(target));
                     }
                 }
             }
@@ -1330,7 +1330,7 @@ impl Transport for VerbsTransport {
     }
 
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
-        let r = crate::progress::wait::until(self, self.timeout, what, || Ok(done.pending() == 0));
+        let mut r = crate::progress::wait::until(self, self.timeout, what, || Ok(done.pending() == 0));
         if let Err(e @ Error::Timeout { .. }) = &r {
             // An RDMA request needs no CPU at the target: one still in
             // flight this late means the peer's NIC or process is gone,
@@ -1339,9 +1339,16 @@ impl Transport for VerbsTransport {
             // their op-table slots and staging back) and is made again on
             // the next contact — as for a lean request. Sends are left
             // alone: a receiver without buffers makes them wait legitimately.
-            for (target, generation) in self.ops.rdma_awaited_by(done) {
+            let awaited = self.ops.rdma_awaited_by(done);
+            for &(target, generation) in &awaited {
                 if let Some(qp) = self.pair_of(target, generation) {
                     self.give_up_on(target, generation, &qp, e);
+                }
+            }
+            // The peer awaited, as a value (`Error::rank`), when it is one.
+            if let Some(&(first, _)) = awaited.first() {
+                if awaited.iter().all(|&(t, _)| t == first) {
+                    r = r.map_err(|e| e.awaiting(first));
                 }
             }
         }
