@@ -30,7 +30,7 @@ pub struct WorldStats {
     pub rkey_cache: CacheStats,
     /// Bytes of the control region (constant: barrier flags + directory).
     pub control_region_bytes: usize,
-    /// The transport's counters (operations in flight, rejected completions).
+    /// The transport's counters (operations in flight, rejected and stale completions).
     pub transport: crate::transport::TransportStats,
     /// The active-message layer's counters (protocol errors, requests).
     pub active_messages: AmStats,

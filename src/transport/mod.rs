@@ -151,6 +151,11 @@ pub struct TransportStats {
     /// Completions ignored because their context did not match an
     /// operation in flight (a provider bug, if ever non-zero).
     pub rejected_completions: u64,
+    /// Completions of requests on a connection that was made again after
+    /// an error, read after their operations had failed (native verbs:
+    /// flushed work requests of the old queue pair). Expected after a
+    /// peer error, and dropped.
+    pub stale_completions: u64,
     /// Messages sent (`Transport::send` and replies built by a `Receiver`).
     pub sends: u64,
     /// Bytes of those messages.
@@ -273,7 +278,7 @@ pub trait Transport: Send + Sync {
     /// back-end's to repair: it is torn down and made again on the next
     /// operation to `rank`, under a new generation number, so that
     /// completions of the old connection are recognised and dropped
-    /// ([`TransportStats::rejected_completions`]) — a failed access never
+    /// ([`TransportStats::stale_completions`]) — a failed access never
     /// leaves the pair of ranks unusable.
     ///
     /// # Errors

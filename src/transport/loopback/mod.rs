@@ -204,6 +204,7 @@ impl Transport for LoopbackTransport {
         TransportStats {
             ops_in_flight: self.queue.len(),
             rejected_completions: 0,
+            stale_completions: 0,
             sends: get(&c.sends),
             send_bytes: get(&c.send_bytes),
             messages_received: get(&c.received),

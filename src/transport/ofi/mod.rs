@@ -401,6 +401,7 @@ impl Transport for OfiTransport {
                 .in_flight()
                 .saturating_sub(m.map_or(0, |m| m.held())),
             rejected_completions: self.ops.rejected(),
+            stale_completions: 0,
             sends: get(|m| &m.sends),
             send_bytes: get(|m| &m.send_bytes),
             messages_received: get(|m| &m.received),

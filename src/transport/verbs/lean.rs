@@ -146,9 +146,16 @@ impl Cells {
     }
 
     /// Ends the requests to `target` posted on a pair other than
-    /// generation `keep` (it was replaced: no completion will come);
-    /// `give` gets the slots whose callers had given up.
-    pub fn fail_stale(&self, target: usize, keep: u16, mut give: impl FnMut(usize)) {
+    /// generation `keep` (it was replaced); `give` gets the slots whose
+    /// callers had given up, `retire` the generation of each request ended
+    /// (a completion that still comes is stale).
+    pub fn fail_stale(
+        &self,
+        target: usize,
+        keep: u16,
+        mut give: impl FnMut(usize),
+        mut retire: impl FnMut(u16),
+    ) {
         let Ok(t) = u32::try_from(target) else {
             return;
         };
@@ -165,6 +172,7 @@ impl Cells {
                 };
                 match c.compare_exchange(v, next, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
+                        retire(generation(v));
                         if next == IDLE {
                             give(slot);
                         }
@@ -381,7 +389,7 @@ impl VerbsTransport {
         let slot = usize::try_from(id.slot & !LEAN).unwrap_or(usize::MAX);
         let (applied, target) = self.cells.complete(slot, id.generation, wc.status);
         match applied {
-            Applied::Rejected => self.ops.count_rejected(),
+            Applied::Rejected => self.ops.count_unmatched(id.generation),
             Applied::GiveBack => self.staging.give(slot),
             Applied::Recorded => {}
         }
@@ -440,9 +448,10 @@ mod tests {
         c.abandon(2).unwrap();
         c.arm(3, 9, 5);
         c.arm(1, 8, 4);
-        let mut given = Vec::new();
-        c.fail_stale(9, 5, |s| given.push(s));
+        let (mut given, mut retired) = (Vec::new(), Vec::new());
+        c.fail_stale(9, 5, |s| given.push(s), |g| retired.push(g));
         assert_eq!(given, vec![2]);
+        assert_eq!(retired, vec![4, 4], "the generation of each request ended");
         assert_eq!(state(c.load(0)), STALE);
         assert_eq!(state(c.load(2)), IDLE);
         assert_eq!(state(c.load(3)), PENDING, "current generation");

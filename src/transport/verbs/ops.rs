@@ -6,7 +6,12 @@
 //! completion is applied only if the slot holds an operation of that
 //! generation: completions of a queue pair that was torn down (and whose
 //! operations were already failed) are counted as rejected, never applied
-//! to a newer operation in the same slot. The table is bounded
+//! to a newer operation in the same slot. A completion of a pair that was
+//! replaced while requests were in flight on it (flushed by the error
+//! state, or read after the replacement) is expected: its generation is
+//! marked retired and the completion is counted as stale; any other
+//! unmatched completion (a duplicate, an unknown id) as rejected. The
+//! table is bounded
 //! (`ONESIDED_RMA_SLOTS`); a post that finds it full drives progress until
 //! a slot frees.
 
@@ -50,8 +55,16 @@ pub struct OpTable {
     table: Mutex<Table>,
     capacity: usize,
     rejected: AtomicU64,
+    stale: AtomicU64,
+    /// One bit per 16-bit generation (8 KiB, whatever the job size): set
+    /// when a pair of that generation is replaced with requests in flight,
+    /// cleared when the generation is handed out again after the wrap.
+    retired: Box<[AtomicU64]>,
     exhausted: AtomicU64,
 }
+
+/// Words of the retired-generation bitset.
+const RETIRED_WORDS: usize = (u16::MAX as usize + 1) / 64;
 
 impl OpTable {
     /// A table of `capacity` slots.
@@ -64,7 +77,39 @@ impl OpTable {
             }),
             capacity,
             rejected: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
+            retired: (0..RETIRED_WORDS).map(|_| AtomicU64::new(0)).collect(),
             exhausted: AtomicU64::new(0),
+        }
+    }
+
+    fn retired_bit(&self, generation: u16) -> (&AtomicU64, u64) {
+        let g = usize::from(generation);
+        (&self.retired[g / 64], 1u64 << (g % 64))
+    }
+
+    /// Marks `generation` retired: its pair was replaced while requests
+    /// were in flight on it, so their completions may still be read.
+    pub fn retire(&self, generation: u16) {
+        let (w, bit) = self.retired_bit(generation);
+        w.fetch_or(bit, Ordering::Relaxed);
+    }
+
+    /// `generation` is handed out to a new pair (after the 16-bit wrap):
+    /// no longer retired.
+    pub fn reuse(&self, generation: u16) {
+        let (w, bit) = self.retired_bit(generation);
+        w.fetch_and(!bit, Ordering::Relaxed);
+    }
+
+    /// Counts a completion that matched no request in flight: stale if its
+    /// pair of `generation` was retired, rejected otherwise.
+    pub fn count_unmatched(&self, generation: u16) {
+        let (w, bit) = self.retired_bit(generation);
+        if w.load(Ordering::Relaxed) & bit != 0 {
+            self.stale.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -86,7 +131,7 @@ impl OpTable {
     }
 
     /// Takes the operation in `slot` if it was posted under `generation`;
-    /// otherwise counts a rejected completion.
+    /// otherwise counts an unmatched completion ([`Self::count_unmatched`]).
     pub fn take(&self, slot: u64, generation: u16) -> Option<Op> {
         let taken = self.table.lock().ok().and_then(|mut t| {
             let i = usize::try_from(slot).ok().filter(|&i| i < t.ops.len())?;
@@ -98,7 +143,7 @@ impl OpTable {
             op
         });
         if taken.is_none() {
-            self.rejected.fetch_add(1, Ordering::Relaxed);
+            self.count_unmatched(generation);
         }
         taken
     }
@@ -115,7 +160,8 @@ impl OpTable {
     }
 
     /// Takes every operation posted to `target` under a generation other
-    /// than `keep` (its queue pair was replaced: no completion will come).
+    /// than `keep` (its queue pair was replaced), retiring their
+    /// generations: a completion that still comes is stale.
     pub fn take_stale(&self, target: usize, keep: u16) -> Vec<Op> {
         let Ok(mut t) = self.table.lock() else {
             return Vec::new();
@@ -127,6 +173,7 @@ impl OpTable {
                 .is_some_and(|o| o.target == target && o.generation != keep);
             if stale {
                 if let Some(op) = t.ops[i].take() {
+                    self.retire(op.generation);
                     out.push(op);
                     t.free.push(i);
                 }
@@ -165,18 +212,70 @@ impl OpTable {
         self.capacity
     }
 
-    /// Counts a rejected completion of a request outside the table.
-    pub fn count_rejected(&self) {
-        self.rejected.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Completions rejected (stale generation or unknown slot).
+    /// Completions that matched nothing in flight and no retired pair (a
+    /// duplicate, an unknown id: a provider or library bug).
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Completions of requests on a retired pair, read after their
+    /// operations were failed (expected after a peer error).
+    pub fn stale(&self) -> u64 {
+        self.stale.load(Ordering::Relaxed)
     }
 
     /// Inserts that found the table full.
     pub fn exhausted(&self) -> u64 {
         self.exhausted.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Op, OpTable};
+    use crate::transport::completion::Completion;
+    use crate::transport::inflight::Sink;
+    use crate::transport::verbs::cq::OpKind;
+
+    fn op(target: usize, generation: u16) -> Op {
+        Op {
+            target,
+            generation,
+            kind: OpKind::Write,
+            slot: None,
+            sink: Sink::counter(Arc::new(Completion::new())),
+            at: 0,
+            copy: 0,
+            atomic_result: false,
+            on_fail: None,
+        }
+    }
+
+    /// A completion of a replaced pair's request is stale, not rejected;
+    /// a duplicate of a completion already applied is rejected; a
+    /// generation handed out again is no longer retired.
+    #[test]
+    fn stale_and_rejected_completions_are_told_apart() {
+        let t = OpTable::new(4);
+        let a = t.insert(op(3, 7)).ok().expect("a slot");
+        let b = t.insert(op(3, 8)).ok().expect("a slot");
+        // The pair to rank 3 is made again as generation 8: 7's request ends.
+        let ended = t.take_stale(3, 8);
+        assert_eq!(ended.len(), 1);
+        assert_eq!(ended[0].generation, 7);
+        // Its flushed completion arrives later.
+        assert!(t.take(a, 7).is_none());
+        assert_eq!((t.stale(), t.rejected()), (1, 0));
+        // 8's completion applies once; a repeat of it is rejected.
+        assert!(t.take(b, 8).is_some());
+        assert!(t.take(b, 8).is_none());
+        assert_eq!((t.stale(), t.rejected()), (1, 1));
+        // Generation 7 handed out again (after the wrap): not retired.
+        t.reuse(7);
+        assert!(t.take(a, 7).is_none());
+        assert_eq!((t.stale(), t.rejected()), (1, 2));
+        assert_eq!(t.in_flight(), 0);
     }
 }

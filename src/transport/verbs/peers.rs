@@ -113,12 +113,12 @@ fn psn() -> u32 {
 
 impl VerbsTransport {
     fn generation(&self) -> u16 {
-        let g = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.next_generation.fetch_add(1, Ordering::Relaxed);
         if g == 0 {
-            self.next_generation.fetch_add(1, Ordering::Relaxed)
-        } else {
-            g
+            g = self.next_generation.fetch_add(1, Ordering::Relaxed);
         }
+        self.ops.reuse(g);
+        g
     }
 
     fn new_qp(&self) -> Result<Arc<RcQp>> {
@@ -372,7 +372,8 @@ impl VerbsTransport {
     /// Fails the operations posted to `target` on a queue pair other than
     /// generation `keep` (replaced: their completions will not come).
     fn fail_stale(&self, target: usize, keep: u16) {
-        self.cells.fail_stale(target, keep, |s| self.staging.give(s));
+        self.cells
+            .fail_stale(target, keep, |s| self.staging.give(s), |g| self.ops.retire(g));
         for op in self.ops.take_stale(target, keep) {
             if let Some(s) = op.slot {
                 self.staging.give(s);

@@ -953,6 +953,7 @@ impl Transport for VerbsTransport {
         TransportStats {
             ops_in_flight: self.ops.in_flight() + self.cells.in_flight(),
             rejected_completions: self.ops.rejected(),
+            stale_completions: self.ops.stale(),
             sends: c.sends.get(),
             send_bytes: c.send_bytes.get(),
             messages_received: c.received.get(),
