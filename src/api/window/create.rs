@@ -86,7 +86,7 @@ impl<'a, T: Element> Window<'a, T> {
         let keyed = reg.key == key && reg.base == 0;
         let (node_flags, aux) = direct::window_flags(world, mem);
         // `no_locks`: the window is never locked, so no lock queue.
-        let soft_locks = lock::software_locks(world) && !info.locks_disabled();
+        let soft_locks = !info.locks_disabled() && lock::software_locks(world)?;
         let desc = Descriptor {
             id,
             base: reg.base,

@@ -76,16 +76,26 @@ pub(super) fn open_soft_lock<T: Element>(
 /// back-end lacks them or emulates them with the target's CPU anyway, where
 /// one message round trip beats a chain of emulated atomics
 /// (docs/semantics.md).
-pub(crate) fn software_locks(world: &World) -> bool {
-    match world.config.lock {
+///
+/// # Errors
+/// `ONESIDED_LOCK=hardware` where the lock word would need the back-end's
+/// 64-bit atomics and it has none: [`Error::Unsupported`] at window
+/// creation, naming the back-end, rather than a failure at the first lock.
+pub(crate) fn software_locks(world: &World) -> Result<bool> {
+    let caps = world.transport().caps();
+    Ok(match world.config.lock {
         LockMode::Software => true,
-        LockMode::Hardware => false,
-        LockMode::Auto if world.sync_words_by_cpu() => false,
-        LockMode::Auto => {
-            let caps = world.transport().caps();
-            !caps.atomics.lock_word() || !caps.native_atomics
+        LockMode::Hardware if world.sync_words_by_cpu() || caps.atomics.lock_word() => false,
+        LockMode::Hardware => {
+            return Err(Error::Unsupported(format!(
+                "ONESIDED_LOCK=hardware, but {} has no 64-bit fetch-and-add and compare-and-swap \
+                 for the lock word (`auto` or `software` takes the target's lock queue)",
+                caps.name
+            )))
         }
-    }
+        LockMode::Auto if world.sync_words_by_cpu() => false,
+        LockMode::Auto => !caps.atomics.lock_word() || !caps.native_atomics,
+    })
 }
 
 /// One reader.
