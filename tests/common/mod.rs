@@ -233,18 +233,9 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
         .and_then(|v| v.trim().parse::<usize>().ok())
         .unwrap_or(usize::MAX);
     let mut ranks: Vec<usize> = ranks.iter().copied().filter(|&n| n <= max).collect();
-    // `ONESIDED_TEST_RANK_COUNTS=largest`: only the largest remaining rank
-    // count of each test (the soft-RoCE guest, where a job costs seconds:
-    // the most peers per job, each test once).
-    match std::env::var("ONESIDED_TEST_RANK_COUNTS").as_deref() {
-        Err(_) | Ok("all") => {}
-        Ok("largest") => {
-            if let Some(&n) = ranks.iter().max() {
-                ranks = vec![n];
-            }
-        }
-        Ok(other) => {
-            panic!("ONESIDED_TEST_RANK_COUNTS: expected `all` or `largest`, not '{other}'")
+    if largest_rank_count_only() {
+        if let Some(&n) = ranks.iter().max() {
+            ranks = vec![n];
         }
     }
     let mut jobs = Vec::new();
@@ -274,6 +265,20 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
         }
     }
     jobs
+}
+
+/// `ONESIDED_TEST_RANK_COUNTS=largest`: only the largest rank count of
+/// each test, in [`matrix`] and [`run_variants`] alike (the soft-RoCE
+/// guest, where a job costs seconds: the most peers per job, each test
+/// once).
+fn largest_rank_count_only() -> bool {
+    match std::env::var("ONESIDED_TEST_RANK_COUNTS").as_deref() {
+        Err(_) | Ok("all") => false,
+        Ok("largest") => true,
+        Ok(other) => {
+            panic!("ONESIDED_TEST_RANK_COUNTS: expected `all` or `largest`, not '{other}'")
+        }
+    }
 }
 
 /// Whether jobs cross every launcher with every provider and rank count
@@ -1021,10 +1026,22 @@ pub fn run_variant(module: &str, test: &str, ranks: usize, provider: &str, env: 
     eprintln!("[harness] {test} with {env:?}: onesided-run -n {ranks} provider={provider}: ok");
 }
 
-/// [`run_variant`] on every provider, for each `(test, ranks)` pair.
+/// [`run_variant`] on every provider, for each `(test, ranks)` pair (under
+/// `ONESIDED_TEST_RANK_COUNTS=largest`, each test's largest count only).
 pub fn run_variants(module: &str, tests: &[(&str, usize)], env: &[(&str, &str)]) {
+    let largest = largest_rank_count_only();
+    let top = |test: &str| {
+        tests
+            .iter()
+            .filter(|(t, _)| *t == test)
+            .map(|&(_, n)| n)
+            .max()
+    };
     for provider in providers() {
         for &(test, ranks) in tests {
+            if largest && top(test) != Some(ranks) {
+                continue;
+            }
             run_variant(module, test, ranks, &provider, env);
         }
     }
