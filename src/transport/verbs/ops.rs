@@ -4,14 +4,12 @@
 //! A work request's id is its slot in this table with the generation of
 //! the queue pair it was posted on ([`WrId`](super::cq::WrId)). A
 //! completion is applied only if the slot holds an operation of that
-//! generation: completions of a queue pair that was torn down (and whose
-//! operations were already failed) are counted as rejected, never applied
-//! to a newer operation in the same slot. A completion of a pair that was
-//! replaced while requests were in flight on it (flushed by the error
-//! state, or read after the replacement) is expected: its generation is
-//! marked retired and the completion is counted as stale; any other
-//! unmatched completion (a duplicate, an unknown id) as rejected. The
-//! table is bounded
+//! generation, never to a newer operation in the same slot. A completion
+//! of a pair that was replaced while requests were in flight on it
+//! (flushed by the error state, or read after the replacement) is
+//! expected: its generation is marked retired and the completion is
+//! counted as stale; any other unmatched completion (a duplicate, an
+//! unknown id) as rejected. The table is bounded
 //! (`ONESIDED_RMA_SLOTS`); a post that finds it full drives progress until
 //! a slot frees.
 
