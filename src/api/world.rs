@@ -260,20 +260,14 @@ impl World {
             }),
         )?;
 
-        let ctrl = super::node::control_region(&config, boot.rank())?;
-        ctrl.store_u64(0, MAGIC)?;
-        let ctrl_reg = transport.register(&ctrl)?;
-        let card = peers::encode_card(
-            transport.card(),
-            RemoteAddr {
-                addr: ctrl_reg.base,
-                key: ctrl_reg.key,
-            },
-        );
-        boot.put(&peers::card_key(boot.rank()), &card)?;
-        super::node::publish(boot.as_ref(), &ctrl)?;
-        boot.barrier()?;
-
+        // The agent runs before this rank's card is published: from the
+        // moment a peer can address this rank, something here serves it (a
+        // verbs handshake, an active message). Started after the barrier,
+        // it left a window in which a peer past the barrier could connect
+        // while this rank, not yet past its topology wait (`placement_here`:
+        // hwloc, 0.5 s per process in the soft-RoCE guest, more under
+        // load), served nothing: a CI run's guest saw a rank 3 s late and
+        // its peer's handshake time out (ONESIDED_TIMEOUT=3).
         let placement = crate::topology::placement_here(
             &config.progress_cpu,
             Some(transport.caps().domain.as_str()),
@@ -295,6 +289,21 @@ impl World {
             ),
             ProgressMode::Manual => None,
         };
+
+        let ctrl = super::node::control_region(&config, boot.rank())?;
+        ctrl.store_u64(0, MAGIC)?;
+        let ctrl_reg = transport.register(&ctrl)?;
+        let card = peers::encode_card(
+            transport.card(),
+            RemoteAddr {
+                addr: ctrl_reg.base,
+                key: ctrl_reg.key,
+            },
+        );
+        boot.put(&peers::card_key(boot.rank()), &card)?;
+        super::node::publish(boot.as_ref(), &ctrl)?;
+        boot.barrier()?;
+
         if config.verbose {
             let c = transport.caps();
             eprintln!(
