@@ -293,6 +293,24 @@ impl Ud {
         Ok(())
     }
 
+    /// Moves the queue pair back to RTS after a send completed in error
+    /// (UD queue pairs then stop in the send-queue-error state).
+    ///
+    /// # Errors
+    /// `ibv_modify_qp` failing.
+    pub fn recover(&self) -> Result<()> {
+        // SAFETY: plain data; all-zero is valid.
+        let mut a: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ffi::IBV_QPS_RTS;
+        let mask = i32::try_from(ffi::IBV_QP_STATE).unwrap_or(0);
+        // SAFETY: qp is valid; a holds the state, the only field of the mask.
+        let rc = unsafe { ffi::ibv_modify_qp(self.qp, &mut a, mask) };
+        if rc != 0 {
+            return Err(rc_err("ibv_modify_qp", "moving the handshake UD queue pair back to RTS", rc));
+        }
+        Ok(())
+    }
+
     /// The datagram in slot `i` after its receive completed with `byte_len`.
     pub fn datagram(&self, i: usize, byte_len: usize) -> Option<Hello> {
         if i >= self.count || byte_len < GRH {

@@ -173,7 +173,17 @@ impl VerbsTransport {
         .encode()
         .unwrap_or(0);
         if let Err(e) = self.ud.send(id, card, h) {
-            tracing::warn!("sending a handshake datagram: {e}");
+            self.handshake_failed(format!("sending a handshake datagram: {e}"));
+        }
+    }
+
+    /// Records a handshake failure: logged, and named by the timeout error
+    /// of a connect that waits in vain (the peer's side of the failure is
+    /// not seen here).
+    pub(super) fn handshake_failed(&self, why: String) {
+        tracing::warn!("{why}");
+        if let Ok(mut last) = self.handshake_error.lock() {
+            *last = Some(why);
         }
     }
 
@@ -195,7 +205,19 @@ impl VerbsTransport {
     /// handshake (with `card`, or the card known from before) and drives
     /// progress until the connection is ready, bounded by the timeout.
     pub(super) fn ensure(&self, target: usize, card: Option<Card>) -> Result<(Arc<RcQp>, u16)> {
-        let what = || format!("connecting to rank {target} (verbs handshake)");
+        let sent = std::cell::Cell::new(0u32);
+        let what = || {
+            let last = self
+                .handshake_error
+                .lock()
+                .ok()
+                .and_then(|e| e.clone())
+                .map_or(String::new(), |e| format!("; last handshake failure here: {e}"));
+            format!(
+                "connecting to rank {target} (verbs handshake: {} request(s) sent, no reply{last})",
+                sent.get()
+            )
+        };
         let mut w = Waiter::new(self.timeout, &what);
         loop {
             {
@@ -210,6 +232,7 @@ impl VerbsTransport {
                             // Not answered yet: send the same REQ again.
                             let h = self.hello(false, p.generation, 0, &p.qp, p.psn);
                             self.send_hello(&p.card, &h);
+                            sent.set(sent.get() + 1);
                             if let Some(p) = peers.get_mut(&target) {
                                 p.state = State::Connecting(Instant::now());
                             }
@@ -242,6 +265,7 @@ impl VerbsTransport {
                     let psn = psn();
                     let h = self.hello(false, generation, 0, &qp, psn);
                     self.send_hello(&card, &h);
+                    sent.set(sent.get() + 1);
                     let remote = peers.get(&target).and_then(|p| p.remote);
                     peers.insert(
                         target,
@@ -342,7 +366,8 @@ impl VerbsTransport {
         let (qp, psn) = match made {
             Ok(x) => x,
             Err(e) => {
-                tracing::warn!("accepting a connection from rank {from}: {e}");
+                drop(peers);
+                self.handshake_failed(format!("accepting a connection from rank {from}: {e}"));
                 return;
             }
         };

@@ -759,6 +759,8 @@ fn a_timed_out_blocking_operation_keeps_its_slot_until_the_device_is_done() {
     // handshake nobody answers.
     let e = t0.fetch_atomic(1, sum, &1u64.to_le_bytes(), &mut old, at).expect_err("nobody answers");
     assert!(e.to_string().contains("connecting to rank 1"), "{e}");
+    // What the connect did, for whoever reads the error.
+    assert!(e.to_string().contains("request(s) sent, no reply"), "{e}");
     assert_eq!(e.rank(), Some(1), "{e}");
     // The next operation, on our own memory through the loopback pair.
     let own = Memory::allocate(4096).expect("memory");

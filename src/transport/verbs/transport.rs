@@ -99,6 +99,9 @@ pub struct VerbsTransport {
     regcache: OnceLock<Option<RegCache<Arc<Mr>>>>,
     mr_cache: Limits,
     pub(super) next_generation: AtomicU16,
+    /// The last handshake failure of this process (a datagram not sent,
+    /// a request not accepted), named in a connect's timeout error.
+    pub(super) handshake_error: Mutex<Option<String>>,
     pub(super) order: ByteOrder,
     pub(super) counters: Counters,
     receiver: RwLock<Option<Arc<dyn Receiver>>>,
@@ -158,6 +161,7 @@ impl VerbsTransport {
             regcache: OnceLock::new(),
             mr_cache: cache_limits(config),
             next_generation: AtomicU16::new(1),
+            handshake_error: Mutex::new(None),
             order: ByteOrder::Native,
             counters: Counters::default(),
             receiver: RwLock::new(None),
@@ -378,18 +382,35 @@ impl VerbsTransport {
             return false;
         };
         match id.kind {
+            // Told apart by the slot, not the opcode (undefined in an
+            // error completion): our datagrams are sent with MAX_SLOT.
+            OpKind::Handshake if id.slot == WrId::MAX_SLOT => {
+                if wc.status != rdma_sys::IBV_WC_SUCCESS {
+                    // A failed send moves a UD queue pair to the
+                    // send-queue-error state: back to RTS, or no datagram
+                    // of ours would leave again.
+                    let mut why = format!("a handshake datagram completed with {}", wc.status_text());
+                    if let Err(e) = self.ud.recover() {
+                        why = format!("{why}; {e}");
+                    }
+                    self.handshake_failed(why);
+                }
+                true
+            }
             OpKind::Handshake => {
-                if wc.opcode == rdma_sys::IBV_WC_RECV {
-                    let slot = usize::try_from(id.slot).unwrap_or(usize::MAX);
-                    let hello = (wc.status == rdma_sys::IBV_WC_SUCCESS)
-                        .then(|| self.ud.datagram(slot, wc.byte_len as usize))
-                        .flatten();
+                let slot = usize::try_from(id.slot).unwrap_or(usize::MAX);
+                let hello = (wc.status == rdma_sys::IBV_WC_SUCCESS)
+                    .then(|| self.ud.datagram(slot, wc.byte_len as usize))
+                    .flatten();
+                // Flushed: the queue pair is in the error state (torn
+                // down), a buffer posted again would come straight back.
+                if wc.status != rdma_sys::IBV_WC_WR_FLUSH_ERR {
                     if let Err(e) = self.ud.repost(slot) {
-                        tracing::warn!("reposting a handshake buffer: {e}");
+                        self.handshake_failed(format!("reposting a handshake buffer: {e}"));
                     }
-                    if let Some(h) = hello {
-                        self.on_hello(&h);
-                    }
+                }
+                if let Some(h) = hello {
+                    self.on_hello(&h);
                 }
                 true
             }
