@@ -243,16 +243,19 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
         return jobs;
     }
     let full = full_matrix();
+    let start = rotation_start();
     for (p, provider) in providers.iter().enumerate() {
         for (r, &n) in ranks.iter().enumerate() {
-            // Paired: one launcher per (provider, rank count), rotating:
-            // every launcher meets every rank count across a test's jobs,
-            // and every provider where the test has as many rank counts as
-            // there are launchers; full: every launcher for each.
+            // Paired: one launcher per (provider, rank count), rotating
+            // from a start drawn from the test's name: every launcher meets
+            // every rank count across a test's jobs, and every provider
+            // where the test has as many rank counts as there are
+            // launchers; across tests, every launcher gets a share of the
+            // jobs, not only the first; full: every launcher for each.
             let chosen: Vec<Launcher> = if full {
                 launchers.clone()
             } else {
-                vec![launchers[(p + r) % launchers.len()]]
+                vec![launchers[(start + p + r) % launchers.len()]]
             };
             for launcher in chosen {
                 jobs.push(Job {
@@ -265,6 +268,19 @@ fn matrix_for(providers: &[String], ranks: &[usize]) -> Vec<Job> {
         }
     }
     jobs
+}
+
+/// Where a test's launcher rotation starts in the paired matrix: a hash
+/// (FNV-1a) of the running test's name (libtest names the thread after the
+/// test, with one test thread or many), so the choice is the same in every
+/// run and spreads a suite's jobs over all launchers.
+fn rotation_start() -> usize {
+    let name = std::thread::current().name().unwrap_or("").to_string();
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h as usize
 }
 
 /// `ONESIDED_TEST_RANK_COUNTS=largest`: only the largest rank count of
