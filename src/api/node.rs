@@ -132,12 +132,14 @@ impl World {
 /// Fetch-and-add on the u64 at byte `off` of a control region (one `lock
 /// xadd`: sync words are plain u64s, no need for the general accumulate's
 /// dispatch); the old value.
+#[inline]
 pub(crate) fn word_fetch_add(m: &Memory<'_>, off: usize, delta: u64) -> Result<u64> {
     Ok(m.cells::<AtomicU64>(off, 1)?[0].fetch_add(delta, Ordering::AcqRel))
 }
 
 /// Compare-and-swap on the u64 at byte `off` of a control region; the old
 /// value.
+#[inline]
 pub(crate) fn word_compare_swap(m: &Memory<'_>, off: usize, compare: u64, swap: u64) -> Result<u64> {
     let word = &m.cells::<AtomicU64>(off, 1)?[0];
     Ok(

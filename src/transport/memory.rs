@@ -525,6 +525,7 @@ impl<'a> Memory<'a> {
     ///
     /// # Errors
     /// The range is outside the region or not aligned for `A`.
+    #[inline]
     pub(crate) fn cells<A: AtomicCell>(&self, offset: usize, n: usize) -> Result<&[A]> {
         let size = std::mem::size_of::<A>();
         let bytes = n.checked_mul(size).ok_or_else(|| {
