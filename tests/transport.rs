@@ -245,3 +245,88 @@ spmd_test!(
     jobs = common::matrix_providers(&[2]),
     counts_body
 );
+
+/// Bytes of rank 1's window that rank 0 reads, whole, in the stand-down test.
+const BIG: usize = 1 << 20;
+
+/// A progress agent that shares its rank's one CPU stands down while the
+/// application thread polls the back-end in a long wait, and serves again
+/// once that wait ends (`progress`, "Standing down"). Each rank binds its
+/// main thread to one CPU before `World::init`, the agent staying in that
+/// binding (`ONESIDED_PROGRESS_CPU=none`). Rank 1 waits in a barrier while
+/// rank 0 reads its 1 MiB window 16 times (every byte checked): both ranks'
+/// agents must have stood down (rank 0's in its reads' waits, rank 1's in
+/// the barrier). Then rank 1 stays out of the library, spinning on a word
+/// of its own window, while rank 0 locks rank 1 exclusively and puts the
+/// word: only rank 1's agent can serve that (the provider needs the
+/// target's CPU), so the word arrives only if the agent came back when the
+/// barrier's wait ended — an agent left parked makes rank 0's lock time
+/// out and rank 1's spin fail.
+fn stand_down_body() {
+    std::env::set_var("ONESIDED_PROGRESS_CPU", "none");
+    let rank = common::launcher_rank().expect("a launcher rank");
+    let cpus = onesided::topology::current_binding();
+    let cpu = cpus[rank % cpus.len()];
+    onesided::topology::pin_current_thread(&[cpu]).expect("binding the main thread");
+    let world = World::init().unwrap();
+    let mut win = Window::<u8>::allocate(&world, BIG).unwrap();
+    let mut flag = Window::<u64>::allocate(&world, 1).unwrap();
+    let byte = |i: usize| (i.wrapping_mul(131) ^ (i >> 11)) as u8;
+    if rank == 1 {
+        let data: Vec<u8> = (0..BIG).map(byte).collect();
+        win.local_write(0, &data).unwrap();
+    }
+    world.barrier().unwrap();
+    if rank == 0 {
+        let mut buf = vec![0u8; BIG];
+        win.lock(1, onesided::LockType::Shared, onesided::Assert::NONE)
+            .unwrap();
+        for k in 0..16 {
+            buf.fill(0);
+            win.get(1, 0, &mut buf).unwrap();
+            if let Some(i) = (0..BIG).find(|&i| buf[i] != byte(i)) {
+                panic!("get {k}: byte {i} is {:#x}, want {:#x}", buf[i], byte(i));
+            }
+        }
+        win.unlock(1).unwrap();
+    }
+    world.barrier().unwrap();
+    let downs = world.stats().transport.agent_stand_downs;
+    assert!(
+        downs > 0,
+        "rank {rank}: the agent never stood down beside the application's long waits"
+    );
+    if rank == 0 {
+        flag.lock(1, onesided::LockType::Exclusive, onesided::Assert::NONE)
+            .unwrap();
+        flag.put(1, 0, &[7]).unwrap();
+        flag.unlock(1).unwrap();
+    } else {
+        // Out of the library: only the agent serves rank 0's lock and put.
+        let start = std::time::Instant::now();
+        let mut w = [0u64];
+        loop {
+            flag.local_read(0, &mut w).unwrap();
+            if w[0] == 7 {
+                break;
+            }
+            assert!(
+                start.elapsed() < common::job_timeout(),
+                "rank 0's put never arrived: the progress agent did not come back after the barrier"
+            );
+            std::hint::spin_loop();
+        }
+    }
+    world.barrier().unwrap();
+    common::assert_transport_clean(&world);
+    flag.free().unwrap();
+    win.free().unwrap();
+}
+
+// The stand-down is a libfabric back-end's (native verbs' agent sleeps in
+// the kernel); provider jobs only, every provider.
+spmd_test!(
+    agent_stands_down_beside_a_polling_thread,
+    jobs = common::matrix_providers(&[2]),
+    stand_down_body
+);

@@ -278,12 +278,18 @@ impl World {
             value: format!("{:?}", config.progress_cpu),
             message: m,
         })?;
+        // The agent shares the application's one CPU: it stands down while
+        // an application thread polls (`progress`, "Standing down").
+        let binding = crate::topology::current_binding();
+        let agent_cpus = placement.cpus.as_ref().unwrap_or(&binding);
+        let shares_cpu = agent_cpus.len() == 1 && binding.contains(&agent_cpus[0]);
         let agent = match config.progress {
             ProgressMode::Thread => Some(
                 ProgressAgent::start(
                     transport.clone(),
                     placement.cpus.clone(),
                     config.progress_idle_sleep,
+                    shares_cpu,
                 )
                     .map_err(|e| Error::io("starting the progress agent", e))?,
             ),
@@ -530,6 +536,7 @@ impl World {
                     self.transport.clone(),
                     None,
                     self.config.progress_idle_sleep,
+                    false,
                 ) {
                     Ok(a) => *agent = Some(a),
                     Err(e) => tracing::warn!("no progress agent for the final barrier: {e}"),

@@ -29,6 +29,21 @@
 //!   the library takes 0.4-0.55 ms with 200 µs and 1.6-1.7 ms with 2 ms. A
 //!   job whose processes mostly compute may choose the longer sleep.
 //!
+//! Standing down: an agent confined to the one CPU an application thread
+//! is bound to (`taskset -c 3`, a launcher's rank-per-core binding, with
+//! no free core for the agent) takes turns with that thread whenever both
+//! poll: each turn is two context switches, and every wake-up of the agent
+//! preempts the thread. So while an application thread has been polling
+//! the back-end in a wait for [`wait::POLLER_AFTER`] (a long transfer, a
+//! barrier; [`Transport::pollers`], libfabric back-ends) the agent parks
+//! instead, and the last such wait unparks it as it ends: the thread's
+//! polls serve everything the agent's would. Measured on net, ranks bound
+//! one per CPU, 3 interleaved rounds (docs/performance.md): a 1 MiB get
+//! 302–334 µs → 172–186 µs (the manual-progress figure, 163–170), 8-byte
+//! operations unchanged. Unbound processes keep the agent polling beside
+//! the thread (there each has a CPU to run on, and standing down made an
+//! 8-byte put + flush 16.9 → 20.5 µs, median of 8 rounds).
+//!
 //! Placement: the agent thread is named `onesided-agent` (visible in `top
 //! -H`, `/proc/<pid>/task/<tid>/comm`) and pins itself, before its first
 //! poll, to the CPUs [`crate::topology::agent_placement`] chose from
@@ -79,11 +94,15 @@ impl ProgressAgent {
     /// The agent thread's name (15 characters: the kernel's `comm` limit).
     pub const THREAD_NAME: &'static str = "onesided-agent";
 
-    /// Starts the agent for `transport`, pinned to `cpus` when given.
+    /// Starts the agent for `transport`, pinned to `cpus` when given;
+    /// `stand_down`: it sleeps while an application thread polls the
+    /// back-end in a long wait (see the module documentation) — for an
+    /// agent that shares its one CPU with the application.
     pub fn start(
         transport: SharedTransport,
         cpus: Option<Vec<usize>>,
         idle_sleep: Duration,
+        stand_down: bool,
     ) -> std::io::Result<ProgressAgent> {
         let stop = Arc::new(AtomicBool::new(false));
         let wake = Arc::new(
@@ -101,8 +120,15 @@ impl ProgressAgent {
                         tracing::warn!("progress agent stays unpinned: {e}");
                     }
                 }
+                let pollers = transport.pollers().filter(|_| stand_down);
+                if let Some(p) = pollers {
+                    p.set_agent(Some(std::thread::current()));
+                }
                 let _ = placed_tx.send(());
-                run(transport.as_ref(), &flag, &w, idle_sleep.max(MAX_SLEEP))
+                run(transport.as_ref(), &flag, &w, idle_sleep.max(MAX_SLEEP), stand_down);
+                if let Some(p) = pollers {
+                    p.set_agent(None);
+                }
             })?;
         // An error only if the thread died before placing itself.
         let _ = placed.recv();
@@ -140,12 +166,28 @@ fn sleep_on_events(transport: &dyn Transport, wake: &EventFd) -> crate::error::R
     }
 }
 
-fn run(transport: &dyn Transport, stop: &AtomicBool, wake: &EventFd, idle_sleep: Duration) {
+fn run(transport: &dyn Transport, stop: &AtomicBool, wake: &EventFd, idle_sleep: Duration, stand_down: bool) {
     let mut idle: u32 = 0;
     let mut sleep = Duration::from_micros(5);
     let mut can_block = true;
     let mut served_at = std::time::Instant::now();
+    let pollers = transport.pollers().filter(|_| stand_down);
+    let mut parked = false;
     while !stop.load(Ordering::Acquire) {
+        if let Some(p) = pollers.filter(|p| p.any()) {
+            // An application thread polls the back-end in a long wait: its
+            // polls serve everything ours would. Ours would only take
+            // turns with it on the provider's lock and, on a shared CPU,
+            // cost two context switches per turn: park until the last
+            // such wait ends (it unparks us; the timeout is a safety net).
+            if !parked {
+                p.count_stand_down();
+                parked = true;
+            }
+            std::thread::park_timeout(IDLE_BLOCK);
+            continue;
+        }
+        parked = false;
         let served = match transport.progress() {
             Ok(0) if can_block && idle >= HOT_POLLS => match sleep_on_events(transport, wake) {
                 Ok(true) => transport.progress(),
@@ -192,6 +234,8 @@ impl Drop for ProgressAgent {
             tracing::warn!("waking the progress agent to stop it: {e}");
         }
         if let Some(h) = self.handle.take() {
+            // A standing-down agent parks instead of polling the eventfd.
+            h.thread().unpark();
             if h.join().is_err() {
                 tracing::warn!("progress agent panicked");
             }

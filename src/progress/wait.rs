@@ -30,13 +30,87 @@
 //! sleeps. `ONESIDED_TIMEOUT=0`
 //! means no deadline: a wait on a peer that died then never ends.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result};
 use crate::transport::Transport;
+
+/// The application threads now polling a back-end in a long wait, for
+/// the progress agent to stand down while they do (`progress`, "Standing
+/// down"): the agent parks while any does, and the last one to leave
+/// unparks it.
+///
+/// Invariant: every increment is undone by the [`Polling`] guard that made
+/// it, and the guard that brings the count to zero unparks the registered
+/// agent after the decrement; an agent that saw a non-zero count and parks
+/// later finds the unpark's token (`std::thread::park`), so it never sleeps
+/// through the end of the last wait. A stale read costs the agent one
+/// park or one poll, never correctness: a poller drives all of the
+/// back-end's progress itself.
+#[derive(Debug, Default)]
+pub struct Pollers {
+    count: AtomicUsize,
+    agent: std::sync::Mutex<Option<std::thread::Thread>>,
+    stand_downs: AtomicU64,
+}
+
+impl Pollers {
+    /// Whether any thread is polling now.
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
+    /// Times the agent stood down (a stretch of parking, counted once).
+    pub fn stand_downs(&self) -> u64 {
+        self.stand_downs.load(Ordering::Relaxed)
+    }
+
+    /// Counts one stand-down of the agent.
+    pub(crate) fn count_stand_down(&self) {
+        self.stand_downs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Registers the agent thread to unpark when the last poller leaves
+    /// (`None`: no agent any more).
+    pub(crate) fn set_agent(&self, agent: Option<std::thread::Thread>) {
+        if let Ok(mut a) = self.agent.lock() {
+            *a = agent;
+        }
+    }
+}
+
+/// How long a wait polls before it counts as polling ([`Polling`]): a
+/// short wait (an 8-byte operation's round trip) leaves the agent alone,
+/// and a wait counted costs one unpark when it ends.
+pub(crate) const POLLER_AFTER: Duration = Duration::from_micros(50);
+
+/// Held by a thread while it polls the back-end in a wait that has lasted
+/// [`POLLER_AFTER`]; see [`Pollers`].
+pub(crate) struct Polling<'p>(&'p Pollers);
+
+impl<'p> Polling<'p> {
+    /// Counts the calling thread as polling until the guard drops.
+    pub(crate) fn enter(p: &'p Pollers) -> Polling<'p> {
+        p.count.fetch_add(1, Ordering::AcqRel);
+        Polling(p)
+    }
+}
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Ok(a) = self.0.agent.lock() {
+                if let Some(t) = a.as_ref() {
+                    t.unpark();
+                }
+            }
+        }
+    }
+}
 
 /// `ONESIDED_WAIT_SLEEP_AFTER_US` in µs (`u64::MAX`: never sleep); set by
 /// `World` from its configuration, read only by waits that already yield.
@@ -209,11 +283,15 @@ pub(crate) fn until(
     mut done: impl FnMut() -> Result<bool>,
 ) -> Result<()> {
     let mut w = Waiter::new(limit, what);
+    let mut polling = None;
     loop {
         if done()? {
             return Ok(());
         }
         transport.progress()?;
+        if polling.is_none() && w.waited >= POLLER_AFTER {
+            polling = transport.pollers().map(Polling::enter);
+        }
         w.step()?;
     }
 }

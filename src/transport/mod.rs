@@ -212,6 +212,11 @@ pub struct TransportStats {
     /// Cached registrations forgotten because their memory was unmapped,
     /// moved or emptied.
     pub mr_cache_invalidated: u64,
+    /// Times the progress agent stood down (parked) because an application
+    /// thread had been polling the back-end in a wait for a while, where
+    /// the agent shares that thread's one CPU (libfabric back-ends;
+    /// `progress`, "Standing down").
+    pub agent_stand_downs: u64,
 }
 
 /// The smallest [`Caps::max_message`] of any back-end: a message of at most
@@ -448,6 +453,16 @@ pub trait Transport: Send + Sync {
     /// Drives progress until `done` has nothing pending (bounded by the
     /// configured timeout), then reports the first error it recorded.
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()>;
+    /// The count of application threads polling this back-end in a wait,
+    /// where the progress agent stands down while any does
+    /// ([`crate::progress`]): back-ends whose agent polls (it yields and
+    /// sleeps in short steps instead of sleeping in the kernel) or wakes
+    /// on every arriving packet, and whose progress call by any thread
+    /// serves everything the agent would. `None` (the default): the agent
+    /// keeps its own pace.
+    fn pollers(&self) -> Option<&crate::progress::wait::Pollers> {
+        None
+    }
 }
 
 /// A shared transport.

@@ -155,6 +155,8 @@ pub struct OfiTransport {
     timeout: Option<Duration>,
     poisoned: AtomicBool,
     poison_reason: Mutex<Option<String>>,
+    /// Application threads polling in a wait (the agent stands down).
+    pollers: crate::progress::wait::Pollers,
 }
 
 impl OfiTransport {
@@ -314,6 +316,7 @@ impl OfiTransport {
             timeout: config.timeout,
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(None),
+            pollers: Default::default(),
         };
         if t.props.mr_local {
             t.staging = Some(staging::Staging::new(&t)?);
@@ -408,6 +411,7 @@ impl Transport for OfiTransport {
             messages_dropped: get(|m| &m.dropped),
             op_slots: self.ops.capacity(),
             op_slots_exhausted: self.ops.exhausted(),
+            agent_stand_downs: self.pollers.stand_downs(),
             ..TransportStats::default()
         };
         self.counters.fill(&mut stats);
@@ -568,6 +572,10 @@ impl Transport for OfiTransport {
 
     fn wait(&self, done: &Completion, what: &dyn Fn() -> String) -> Result<()> {
         waiting::wait(self, done, what)
+    }
+
+    fn pollers(&self) -> Option<&crate::progress::wait::Pollers> {
+        Some(&self.pollers)
     }
 
     fn event_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {

@@ -80,13 +80,18 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
     // Set once the table showed an operation of ours in flight past an
     // enclosing deadline: from then on only our own timeout counts.
     let mut held = false;
+    let mut polling = None;
     while done.pending() != 0 {
         t.ensure_alive()?;
         cq::drain(t)?;
         if done.pending() == 0 {
             break;
         }
-        let own = t.timeout.is_some_and(|limit| start.elapsed() > limit);
+        let waited = start.elapsed();
+        if polling.is_none() && waited >= crate::progress::wait::POLLER_AFTER {
+            polling = Some(crate::progress::wait::Polling::enter(&t.pollers));
+        }
+        let own = t.timeout.is_some_and(|limit| waited > limit);
         if own || (!held && crate::progress::wait::outer_passed()) {
             let secs = t.timeout.map(|d| d.as_secs()).unwrap_or(0);
             // Only what is counted here in software (a reply to an active
@@ -136,6 +141,7 @@ pub fn wait(t: &OfiTransport, done: &Completion, what: &dyn Fn() -> String) -> R
         }
         backoff(&mut round);
     }
+    drop(polling);
     done.check(what)
 }
 

@@ -997,6 +997,7 @@ impl Transport for VerbsTransport {
             mr_cache_hits: cache.hits,
             mr_cache_inserted: cache.inserted,
             mr_cache_invalidated: cache.invalidated,
+            agent_stand_downs: 0,
         }
     }
 
