@@ -38,11 +38,12 @@
 //! barrier; [`Transport::pollers`], libfabric back-ends) the agent parks
 //! instead, and the last such wait unparks it as it ends: the thread's
 //! polls serve everything the agent's would. Measured on net, ranks bound
-//! one per CPU, 3 interleaved rounds (docs/performance.md): a 1 MiB get
-//! 302–334 µs → 172–186 µs (the manual-progress figure, 163–170), 8-byte
-//! operations unchanged. Unbound processes keep the agent polling beside
-//! the thread (there each has a CPU to run on, and standing down made an
-//! 8-byte put + flush 16.9 → 20.5 µs, median of 8 rounds).
+//! one per CPU, 8 interleaved rounds (docs/performance.md, "net 1 MiB
+//! get: the agent beside a bound rank"): a 1 MiB get 346 → 212 µs
+//! (median; `fi_rma_raw` 172), 8-byte operations within their spread.
+//! Unbound processes keep the agent polling beside the thread: there it
+//! has a CPU of its own, and an earlier variant that stood down there too
+//! made an 8-byte put + flush slower (16.9 → 20.5 µs, median of 8 rounds).
 //!
 //! Placement: the agent thread is named `onesided-agent` (visible in `top
 //! -H`, `/proc/<pid>/task/<tid>/comm`) and pins itself, before its first
@@ -95,7 +96,7 @@ impl ProgressAgent {
     pub const THREAD_NAME: &'static str = "onesided-agent";
 
     /// Starts the agent for `transport`, pinned to `cpus` when given;
-    /// `stand_down`: it sleeps while an application thread polls the
+    /// `stand_down`: it parks while an application thread polls the
     /// back-end in a long wait (see the module documentation) — for an
     /// agent that shares its one CPU with the application.
     pub fn start(
