@@ -330,3 +330,48 @@ spmd_test!(
     jobs = common::matrix_providers(&[2]),
     stand_down_body
 );
+
+/// Naming an ibverbs device picks the native back-end as firmly as
+/// `ONESIDED_BACKEND=verbs`: under the automatic choice, a device that is
+/// not here (misspelt, DOWN, its driver not loaded) is an error that names
+/// it, never a silent fall back to libfabric's tcp. The README's laptop
+/// path sets `ONESIDED_IB_DEVICE=rxe0:1`; a user who did that and got tcp
+/// would believe they measured RDMA. (A named provider still wins: the
+/// harness's jobs name one, so this job removes it.)
+#[test]
+fn a_named_verbs_device_that_is_absent_is_an_error_not_a_fall_back() {
+    let name = common::test_name(
+        module_path!(),
+        "a_named_verbs_device_that_is_absent_is_an_error_not_a_fall_back",
+    );
+    if common::is_child(&name) {
+        match World::init() {
+            Ok(w) => println!("INIT-OK over {}", w.provider()),
+            Err(e) => println!("INIT-ERR {e}"),
+        }
+        return;
+    }
+    let mut cmd = common::onesided_run_command(&name, 2, &[]);
+    cmd.env("ONESIDED_IB_DEVICE", "nosuch9:1")
+        .env_remove("ONESIDED_PROVIDER")
+        .env_remove("ONESIDED_BACKEND")
+        .env_remove("FI_PROVIDER");
+    let out = common::run_with_limit(cmd, common::job_timeout());
+    let errs: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once("INIT-ERR ").map(|(_, e)| e))
+        .collect();
+    assert_eq!(
+        errs.len(),
+        2,
+        "both ranks must refuse to start:\n{}",
+        out.tail(20)
+    );
+    for e in errs {
+        assert!(
+            e.contains("nosuch9") && e.contains("ONESIDED_IB_DEVICE"),
+            "the error names the device and the variable: {e}"
+        );
+    }
+}

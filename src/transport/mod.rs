@@ -480,17 +480,26 @@ pub type SharedTransport = Arc<dyn Transport>;
 ///   process, each opened by `World::run_threads` on the job's fabric
 ///   ([`loopback::LoopbackTransport::open`]); for a launched process this
 ///   is an error saying so;
-/// * `auto` (default) — native verbs when an ACTIVE verbs port exists and
-///   no libfabric provider was named, libfabric otherwise.
+/// * `auto` (default) — unless a libfabric provider was named: native
+///   verbs when `ONESIDED_IB_DEVICE` names a device (which must then be
+///   usable: a device that is absent, DOWN or without a usable GID is an
+///   error naming it, never a silent fall back to libfabric's tcp) or when
+///   an ACTIVE verbs port exists; libfabric otherwise. A named provider
+///   wins over a named device.
 ///
 /// # Errors
 /// The back-end cannot be opened here (no provider, no device, loopback
 /// outside a job of threads): the error names the back-end and what is
-/// missing.
+/// missing. A malformed `ONESIDED_IB_DEVICE` under `auto` or `verbs`:
+/// [`Error::Config`](crate::error::Error::Config).
 pub fn open(config: &crate::config::Config, rank: usize, size: usize) -> Result<SharedTransport> {
     use crate::config::Backend;
     match config.backend {
-        Backend::Auto if config.provider.is_none() && verbs::device::usable_port_exists() => {
+        Backend::Auto
+            if config.provider.is_none()
+                && (verbs::device::DeviceSpec::from_env()?.name.is_some()
+                    || verbs::device::usable_port_exists()) =>
+        {
             Ok(Arc::new(verbs::VerbsTransport::open(config, rank, size)?))
         }
         Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),

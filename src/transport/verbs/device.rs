@@ -228,8 +228,12 @@ pub struct Choice {
 pub fn choose(devices: &[DeviceInfo], spec: &DeviceSpec) -> Result<Choice> {
     let err = |ctx: String, msg: String| Error::backend(BACKEND, "device selection", ctx, 0, msg);
     if devices.is_empty() {
+        let ctx = match &spec.name {
+            Some(n) => format!("opening device {n} (ONESIDED_IB_DEVICE)"),
+            None => "looking for an RDMA device".into(),
+        };
         return Err(err(
-            "looking for an RDMA device".into(),
+            ctx,
             "no RDMA device on this machine (no ibverbs devices; load rdma_rxe and run \
              `rdma link add rxe0 type rxe netdev <dev>` for soft-RoCE)"
                 .into(),
@@ -761,6 +765,15 @@ mod tests {
         assert_eq!(c.device.name, "rxe0");
         assert_eq!(c.gid.index, 1);
         assert_eq!(c.gid.text(), "::ffff:192.0.2.1");
+    }
+
+    #[test]
+    fn a_named_device_is_named_when_there_is_none() {
+        let spec = DeviceSpec::parse("mlx5_0:1").unwrap();
+        let s = choose(&[], &spec).unwrap_err().to_string();
+        assert!(s.contains("mlx5_0") && s.contains("ONESIDED_IB_DEVICE"), "{s}");
+        let s = choose(&[rxe_like("ACTIVE")], &spec).unwrap_err().to_string();
+        assert!(s.contains("no device named mlx5_0; devices here: rxe0"), "{s}");
     }
 
     #[test]
