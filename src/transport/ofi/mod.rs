@@ -223,7 +223,9 @@ impl OfiTransport {
         let msg_order = entry.msg_order();
         let what = |step: &str| format!("{step} on provider {}", props.provider);
 
-        let domain::Domain { domain, fabric } = domain::Domain::open(entry)?;
+        // Bindings drop in reverse order: `fabric` bound first, so that on
+        // an error below the domain closes before its fabric.
+        let domain::Domain { fabric, domain } = domain::Domain::open(entry)?;
 
         let (cq, cq_waitable) = cq::open(&domain, &props.provider)?;
         let wait_fd = if cq_waitable { cq::wait_fd(&cq) } else { None };

@@ -122,10 +122,12 @@ impl AtomicMatrix {
 /// Opens the fabric and domain of `entry` and asks `fi_query_atomic` about
 /// every pair of [`OPS`] and [`DATATYPES`].
 pub fn atomic_matrix(entry: InfoRef<'_>) -> Result<AtomicMatrix> {
-    let super::super::domain::Domain {
-        domain,
-        fabric: _fabric,
-    } = super::super::domain::Domain::open(entry)?;
+    // Kept whole: its fields drop in declaration order, the domain before
+    // its fabric. (Destructured into two bindings, the later binding — the
+    // fabric — dropped first: `fi_close` refused it, EBUSY, and the fabric
+    // leaked once per surveyed provider.)
+    let opened = super::super::domain::Domain::open(entry)?;
+    let domain = &opened.domain;
 
     let rows = OPS
         .iter()
@@ -135,12 +137,12 @@ pub fn atomic_matrix(entry: InfoRef<'_>) -> Result<AtomicMatrix> {
                 .iter()
                 .map(|&(dt, dt_name, _)| AtomicCell {
                     datatype: dt_name,
-                    atomic: (!compare).then(|| query(&domain, dt, op, 0)).flatten(),
+                    atomic: (!compare).then(|| query(domain, dt, op, 0)).flatten(),
                     fetch: (!compare)
-                        .then(|| query(&domain, dt, op, fi::FI_FETCH_ATOMIC))
+                        .then(|| query(domain, dt, op, fi::FI_FETCH_ATOMIC))
                         .flatten(),
                     compare: compare
-                        .then(|| query(&domain, dt, op, fi::FI_COMPARE_ATOMIC))
+                        .then(|| query(domain, dt, op, fi::FI_COMPARE_ATOMIC))
                         .flatten(),
                 })
                 .collect(),
