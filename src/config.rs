@@ -2,7 +2,8 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `ONESIDED_BACKEND` | `auto` | the transport back-end: `ofi` (libfabric), `verbs` (native ibverbs, device from `ONESIDED_IB_DEVICE`), `loopback` (ranks as threads of one process: only for `World::run_threads`, an error for a launched process), `auto` (native verbs when an ACTIVE verbs port exists and `ONESIDED_PROVIDER` is unset, else libfabric) |
+//! | `ONESIDED_BACKEND` | `auto` | the transport back-end: `ofi` (libfabric), `verbs` (native ibverbs, device from `ONESIDED_IB_DEVICE`), `loopback` (ranks as threads of one process: only for `World::run_threads`, an error for a launched process), `auto` (unless `ONESIDED_PROVIDER` is set: native verbs when `ONESIDED_IB_DEVICE` names a device — which must then be usable: an absent or DOWN one is an error, not a fall back to libfabric — or an ACTIVE verbs port exists; else libfabric). `onesided-info` prints the choice and why |
+//! | `ONESIDED_IB_DEVICE` | automatic | the ibverbs device and port of the native back-end, `rxe0` or `rxe0:1` (unset: the first ACTIVE port with a usable GID); naming one selects the native back-end under `auto` |
 //! | `ONESIDED_PROVIDER` | automatic | libfabric provider (`tcp`, `shm`, `sockets`, `verbs`, or a full name like `tcp;ofi_rxm`) |
 //! | `ONESIDED_IFACE` | automatic | the libfabric domain (network interface) to use, e.g. `eth0`, `lo`, `ib0`: an error if the provider has no such domain. Unset: `lo` (loopback) when every rank of the job is on this node and the provider has it — a single-machine job listens on no external interface —, else the domain closest to the process |
 //! | `ONESIDED_PROGRESS` | `thread` | `thread`: an asynchronous progress agent serves peers while the program computes; `manual`: progress only inside library calls |

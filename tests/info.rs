@@ -274,3 +274,43 @@ fn the_survey_closes_what_it_opens() {
         "onesided-info left objects open or closed them out of order:\n{stderr}"
     );
 }
+
+/// The report ends with the back-end `World::init` takes in this
+/// environment, by the library's own rule: a named ibverbs device means
+/// native verbs (and here, where that device does not exist, that it
+/// cannot start, naming it); a named provider means libfabric.
+#[test]
+fn the_back_end_line_follows_the_environment() {
+    let info = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided-info"));
+        cmd.arg("--no-atomics")
+            .env_remove("FI_PROVIDER")
+            .env_remove("ONESIDED_PROVIDER")
+            .env_remove("ONESIDED_BACKEND")
+            .env_remove("ONESIDED_IB_DEVICE");
+        cmd.envs(vars.iter().copied());
+        let out = cmd.output().expect("cannot run onesided-info");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).expect("UTF-8");
+        text.lines()
+            .find(|l| l.starts_with("back-end: "))
+            .unwrap_or_else(|| panic!("no back-end line in:\n{text}"))
+            .to_string()
+    };
+    let named = info(&[("ONESIDED_IB_DEVICE", "nosuch9:1")]);
+    assert!(
+        named.starts_with("back-end: native verbs") && named.contains("nosuch9"),
+        "{named}"
+    );
+    let provider = info(&[
+        ("ONESIDED_IB_DEVICE", "nosuch9:1"),
+        ("ONESIDED_PROVIDER", "tcp"),
+    ]);
+    assert!(provider.starts_with("back-end: libfabric"), "{provider}");
+    let forced = info(&[("ONESIDED_BACKEND", "ofi")]);
+    assert_eq!(forced, "back-end: libfabric (ONESIDED_BACKEND=ofi)");
+}

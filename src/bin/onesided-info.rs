@@ -81,6 +81,7 @@ fn main() -> ExitCode {
             "providers": entries,
             "topology": topology_text(auto.as_ref(), &all_reports).lines().collect::<Vec<_>>(),
             "verbs": verbs_text().lines().collect::<Vec<_>>(),
+            "backend": backend_text().trim_end(),
         });
         match serde_json::to_string_pretty(&doc) {
             Ok(s) => emit(&(s + "\n")),
@@ -93,8 +94,60 @@ fn main() -> ExitCode {
         let mut t = text(&entries, auto.as_ref(), args.no_atomics);
         t.push_str(&topology_text(auto.as_ref(), &all_reports));
         t.push_str(&verbs_text());
+        t.push('\n');
+        t.push_str(&backend_text());
         emit(&t)
     }
+}
+
+/// Which back-end `World::init` takes with this environment, by the
+/// library's own rule (`transport::auto_picks_verbs`), and why.
+fn backend_text() -> String {
+    use onesided::config::{Backend, Config};
+    use onesided::transport::{auto_picks_verbs, verbs};
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => return format!("back-end: none, the environment is refused: {e}\n"),
+    };
+    let line = match config.backend {
+        Backend::Auto => match auto_picks_verbs(config.provider.is_some()) {
+            Ok(true) => match verbs::choose_from_env() {
+                Ok(c) => format!(
+                    "native verbs on {}:{} (automatic{})",
+                    c.device.name,
+                    c.port.port,
+                    if std::env::var_os("ONESIDED_IB_DEVICE").is_some() {
+                        ": ONESIDED_IB_DEVICE names it"
+                    } else {
+                        ": an ACTIVE verbs port exists"
+                    }
+                ),
+                Err(e) => format!("native verbs (automatic), which cannot start here: {e}"),
+            },
+            Ok(false) if config.provider.is_some() => {
+                "libfabric (automatic: ONESIDED_PROVIDER names a provider)".to_string()
+            }
+            Ok(false) => {
+                "libfabric (automatic: no ACTIVE verbs port, ONESIDED_IB_DEVICE unset)".to_string()
+            }
+            Err(e) => format!("none, the environment is refused: {e}"),
+        },
+        Backend::Ofi => "libfabric (ONESIDED_BACKEND=ofi)".to_string(),
+        Backend::Verbs => match verbs::choose_from_env() {
+            Ok(c) => format!(
+                "native verbs on {}:{} (ONESIDED_BACKEND=verbs)",
+                c.device.name, c.port.port
+            ),
+            Err(e) => {
+                format!("native verbs (ONESIDED_BACKEND=verbs), which cannot start here: {e}")
+            }
+        },
+        Backend::Loopback => {
+            "in-process (ONESIDED_BACKEND=loopback: World::run_threads only)".to_string()
+        }
+        other => format!("{other:?} (ONESIDED_BACKEND)"),
+    };
+    format!("back-end: {line}\n")
 }
 
 /// The verbs devices (native back-end): ports and state, GIDs, atomic

@@ -468,6 +468,19 @@ pub trait Transport: Send + Sync {
 /// A shared transport.
 pub type SharedTransport = Arc<dyn Transport>;
 
+/// The automatic back-end choice ([`open`] under `ONESIDED_BACKEND=auto`):
+/// native verbs unless a libfabric provider is named, when
+/// `ONESIDED_IB_DEVICE` names a device or an ACTIVE verbs port with a
+/// usable GID exists. `onesided-info` reports it with the same rule.
+///
+/// # Errors
+/// A malformed `ONESIDED_IB_DEVICE`: [`Error::Config`](crate::error::Error::Config).
+pub fn auto_picks_verbs(provider_named: bool) -> Result<bool> {
+    Ok(!provider_named
+        && (verbs::device::DeviceSpec::from_env()?.name.is_some()
+            || verbs::device::usable_port_exists()))
+}
+
 /// Opens the back-end `ONESIDED_BACKEND` names (`config.backend`): the one
 /// constructor of a transport.
 ///
@@ -495,11 +508,7 @@ pub type SharedTransport = Arc<dyn Transport>;
 pub fn open(config: &crate::config::Config, rank: usize, size: usize) -> Result<SharedTransport> {
     use crate::config::Backend;
     match config.backend {
-        Backend::Auto
-            if config.provider.is_none()
-                && (verbs::device::DeviceSpec::from_env()?.name.is_some()
-                    || verbs::device::usable_port_exists()) =>
-        {
+        Backend::Auto if auto_picks_verbs(config.provider.is_some())? => {
             Ok(Arc::new(verbs::VerbsTransport::open(config, rank, size)?))
         }
         Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
