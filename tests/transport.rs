@@ -255,8 +255,9 @@ const BIG: usize = 1 << 20;
 /// main thread to one CPU before `World::init`, the agent staying in that
 /// binding (`ONESIDED_PROGRESS_CPU=none`). Rank 1 waits in a barrier while
 /// rank 0 reads its 1 MiB window 16 times (every byte checked): both ranks'
-/// agents must have stood down (rank 0's in its reads' waits, rank 1's in
-/// the barrier). Then rank 1 stays out of the library, spinning on a word
+/// agents must have stood down (rank 0's in its reads' waits — on shm,
+/// whose reads are copies the reader makes itself, in the barriers —,
+/// rank 1's in the barrier). Then rank 1 stays out of the library, spinning on a word
 /// of its own window, while rank 0 locks rank 1 exclusively and puts the
 /// word: only rank 1's agent can serve that (the provider needs the
 /// target's CPU), so the word arrives only if the agent came back when the
