@@ -37,6 +37,10 @@ pub fn supports(op: AtomicOp, datatype: Datatype) -> bool {
 /// A primitive element type: its bits, and the operations on its values.
 trait Prim: Copy {
     type Bits: Copy;
+    /// Integers: `SUM` and the bitwise operations on the bits are the
+    /// operations on the values (two's complement), so one `lock xadd`,
+    /// `lock and`, ... does them (floats need a compare-exchange loop).
+    const INTEGER: bool;
     fn from_bits(b: Self::Bits) -> Self;
     fn to_bits(self) -> Self::Bits;
     /// `None` when `op` is not defined on this type.
@@ -47,9 +51,12 @@ macro_rules! int_prim {
     ($($t:ty => $bits:ty),* $(,)?) => {$(
         impl Prim for $t {
             type Bits = $bits;
+            const INTEGER: bool = true;
+            #[inline(always)]
             fn from_bits(b: $bits) -> Self {
                 b as $t
             }
+            #[inline(always)]
             fn to_bits(self) -> $bits {
                 self as $bits
             }
@@ -84,9 +91,12 @@ macro_rules! float_prim {
     ($($t:ty => $bits:ty),* $(,)?) => {$(
         impl Prim for $t {
             type Bits = $bits;
+            const INTEGER: bool = false;
+            #[inline(always)]
             fn from_bits(b: $bits) -> Self {
                 <$t>::from_bits(b)
             }
+            #[inline(always)]
             fn to_bits(self) -> $bits {
                 <$t>::to_bits(self)
             }
@@ -117,24 +127,41 @@ trait Cell {
     fn load(&self) -> Self::Bits;
     fn swap(&self, v: Self::Bits) -> Self::Bits;
     fn cas(&self, old: Self::Bits, new: Self::Bits) -> std::result::Result<Self::Bits, Self::Bits>;
+    /// The read-modify-write instruction of an integer `op` on the bits
+    /// (`SUM`, `BAND`, `BOR`, `BXOR`), or `None`.
+    fn fetch_int(&self, op: AtomicOp, v: Self::Bits) -> Option<Self::Bits>;
 }
 
 macro_rules! cell {
     ($($a:ty => $bits:ty),* $(,)?) => {$(
         impl Cell for $a {
             type Bits = $bits;
+            #[inline(always)]
             unsafe fn at<'a>(p: *mut u8) -> &'a Self {
                 // SAFETY: the caller guarantees validity and alignment.
                 unsafe { &*(p as *const $a) }
             }
+            #[inline(always)]
             fn load(&self) -> $bits {
                 <$a>::load(self, Ordering::Acquire)
             }
+            #[inline(always)]
             fn swap(&self, v: $bits) -> $bits {
                 <$a>::swap(self, v, Ordering::AcqRel)
             }
+            #[inline(always)]
             fn cas(&self, old: $bits, new: $bits) -> std::result::Result<$bits, $bits> {
                 self.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire)
+            }
+            #[inline(always)]
+            fn fetch_int(&self, op: AtomicOp, v: $bits) -> Option<$bits> {
+                Some(match op {
+                    AtomicOp::Sum => self.fetch_add(v, Ordering::AcqRel),
+                    AtomicOp::Band => self.fetch_and(v, Ordering::AcqRel),
+                    AtomicOp::Bor => self.fetch_or(v, Ordering::AcqRel),
+                    AtomicOp::Bxor => self.fetch_xor(v, Ordering::AcqRel),
+                    _ => return None,
+                })
             }
         }
     )*};
@@ -143,6 +170,7 @@ macro_rules! cell {
 cell! { AtomicU8 => u8, AtomicU16 => u16, AtomicU32 => u32, AtomicU64 => u64 }
 
 /// Native-endian element `i` of `bytes` (length checked by the caller).
+#[inline(always)]
 fn element<P: Prim>(bytes: &[u8], i: usize) -> P
 where
     P::Bits: FromNe,
@@ -162,11 +190,13 @@ macro_rules! from_ne {
     ($($t:ty),*) => {$(
         impl FromNe for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
             fn from_ne(b: &[u8]) -> Self {
                 let mut a = [0u8; std::mem::size_of::<$t>()];
                 a.copy_from_slice(b);
                 <$t>::from_ne_bytes(a)
             }
+            #[inline(always)]
             fn write_ne(self, out: &mut [u8]) {
                 out.copy_from_slice(&self.to_ne_bytes());
             }
@@ -178,9 +208,14 @@ from_ne!(u8, u16, u32, u64);
 
 /// Applies `op` to `count` elements at `base` (validated by the caller).
 ///
+/// Inline: with the datatype and the count known to the caller (a typed
+/// one-element call: `fetch_and_op`, a one-element `accumulate`) this is
+/// the one atomic instruction and the copies.
+///
 /// # Safety
 /// `base` must be valid for `count` aligned elements of `P`, accessed
 /// concurrently only through atomics.
+#[inline(always)]
 unsafe fn run<P, C>(
     base: *mut u8,
     op: AtomicOp,
@@ -202,10 +237,17 @@ where
         } else {
             element(src, i)
         };
-        let old = match op {
-            AtomicOp::Read => cell.load(),
-            AtomicOp::Replace => cell.swap(o.to_bits()),
-            _ => {
+        // Integer SUM and bitwise: one read-modify-write instruction.
+        let int = if P::INTEGER {
+            cell.fetch_int(op, o.to_bits())
+        } else {
+            None
+        };
+        let old = match (int, op) {
+            (Some(old), _) => old,
+            (None, AtomicOp::Read) => cell.load(),
+            (None, AtomicOp::Replace) => cell.swap(o.to_bits()),
+            (None, _) => {
                 let mut cur = cell.load();
                 loop {
                     let new = P::apply(op, P::from_bits(cur), o)?;
@@ -309,7 +351,9 @@ pub fn accumulate(
 
 /// Compare-and-swap of one element of `datatype` at byte `offset` of `mem`:
 /// writes `swap` where the target's bits equal `compare`'s; the previous
-/// value lands in `old`.
+/// value lands in `old`. Always inline, as [`accumulate`]: a typed caller
+/// keeps one arm.
+#[inline(always)]
 pub fn compare_swap(
     mem: &Memory<'_>,
     offset: usize,

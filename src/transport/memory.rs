@@ -372,6 +372,7 @@ impl<'a> Memory<'a> {
     /// time, so the copy is made of relaxed atomic loads (see
     /// [`atomic_load_bytes`]): a racing write yields old or new bytes,
     /// never undefined behaviour.
+    #[inline]
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(offset, out.len())?;
         fence(Ordering::Acquire);
@@ -383,6 +384,7 @@ impl<'a> Memory<'a> {
 
     /// Copies bytes into the region (relaxed atomic stores, see
     /// [`Memory::read`]).
+    #[inline]
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
         // SAFETY: bounds checked above; `data` cannot alias the region.

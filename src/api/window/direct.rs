@@ -87,7 +87,7 @@ impl<T: Element> Window<'_, T> {
     /// `rank` (`meta::targets`, filled on first contact) answers without
     /// a lock: borrowed if the mapping cache pinned the segment for this
     /// window, else while the cache keeps it mapped.
-    #[inline]
+    #[inline(always)]
     pub(super) fn direct(&self, rank: usize, d: &Descriptor) -> Result<Option<Mapped<'_>>> {
         let m = self.mapping(rank, d)?;
         if m.is_some() {
@@ -131,7 +131,7 @@ impl<T: Element> Window<'_, T> {
     }
 
     /// Runs `f` on the memory of `rank`'s window: ours, or the mapping.
-    #[inline]
+    #[inline(always)]
     fn on_target<R>(
         &self,
         rank: usize,
@@ -139,16 +139,27 @@ impl<T: Element> Window<'_, T> {
         f: impl FnOnce(&Memory<'_>) -> Result<R>,
     ) -> Result<R> {
         self.world.mappings.count_atomic();
-        if rank == self.me {
-            return f(&self.mem);
-        }
-        match self.direct(rank, d)? {
-            Some(m) => f(&m),
-            None => Err(Error::InvalidArgument(format!(
-                "window {}: accumulates use CPU atomics but rank {rank} is not mapped",
-                self.id
-            ))),
-        }
+        // One call site of `f`, so that it is inlined and a typed caller's
+        // datatype and count fold away (callgrind: a CPU `fetch_and_op`
+        // ~100 instructions fewer than with `f` called from both arms).
+        let mapped;
+        let mem: &Memory<'_> = if rank == self.me {
+            &self.mem
+        } else {
+            match self.direct(rank, d)? {
+                Some(m) => {
+                    mapped = m;
+                    &mapped
+                }
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "window {}: accumulates use CPU atomics but rank {rank} is not mapped",
+                        self.id
+                    )))
+                }
+            }
+        };
+        f(mem)
     }
 
     /// An accumulate (fetching into `fetched` if given) by CPU atomics.
@@ -160,12 +171,16 @@ impl<T: Element> Window<'_, T> {
         src: &[u8],
         fetched: Option<&mut [u8]>,
     ) -> Result<()> {
-        self.on_target(rank, d, |m| {
-            cpu_atomic::accumulate(m, off, what, src, fetched)
-        })
+        self.on_target(
+            rank,
+            d,
+            #[inline(always)]
+            |m| cpu_atomic::accumulate(m, off, what, src, fetched),
+        )
     }
 
     /// A compare-and-swap of one element by a CPU atomic.
+    #[inline(always)]
     pub(super) fn cpu_compare_swap(
         &self,
         (rank, off, d): (usize, usize, &Descriptor),
@@ -173,8 +188,11 @@ impl<T: Element> Window<'_, T> {
         swap: &[u8],
         old: &mut [u8],
     ) -> Result<()> {
-        self.on_target(rank, d, |m| {
-            cpu_atomic::compare_swap(m, off, T::DATATYPE, compare, swap, old)
-        })
+        self.on_target(
+            rank,
+            d,
+            #[inline(always)]
+            |m| cpu_atomic::compare_swap(m, off, T::DATATYPE, compare, swap, old),
+        )
     }
 }

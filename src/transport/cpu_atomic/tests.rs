@@ -71,6 +71,59 @@ fn every_integer_op_matches_the_reference() {
     }
 }
 
+/// Every integer width, signed and unsigned, through the one-instruction
+/// path (`SUM`, `BAND`, `BOR`, `BXOR` as `fetch_add` ... on the bits) and
+/// the compare-exchange path: the result and the fetched value are the
+/// reference's, truncated to the width, and the neighbours are untouched
+/// (64-bit: `every_integer_op_matches_the_reference`).
+#[test]
+fn every_width_matches_the_reference() {
+    fn bytes(v: i64, size: usize) -> Vec<u8> {
+        v.to_le_bytes()[..size].to_vec()
+    }
+    fn value(b: &[u8], signed: bool) -> i64 {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        let shift = 64 - 8 * b.len() as u32;
+        let v = i64::from_le_bytes(w) << shift;
+        if signed {
+            v >> shift
+        } else {
+            ((v as u64) >> shift) as i64
+        }
+    }
+    let types = [
+        (Datatype::I8, true),
+        (Datatype::U8, false),
+        (Datatype::I16, true),
+        (Datatype::U16, false),
+        (Datatype::I32, true),
+        (Datatype::U32, false),
+    ];
+    let pairs: [(i64, i64); 5] = [(-3, 5), (127, 1), (-128, -1), (0x55, -0x56), (-1, -1)];
+    for (dt, signed) in types {
+        let size = dt.size();
+        for op in INT_OPS {
+            for (t, o) in pairs {
+                let mem = Memory::allocate(32).unwrap();
+                mem.write(0, &[0xA5; 32]).unwrap();
+                mem.write(8, &bytes(t, size)).unwrap();
+                let mut old = vec![0u8; size];
+                accumulate(&mem, 8, what(op, dt, 1), &bytes(o, size), Some(&mut old)).unwrap();
+                let mut all = [0u8; 32];
+                mem.read(0, &mut all).unwrap();
+                let t = value(&bytes(t, size), signed);
+                let o = value(&bytes(o, size), signed);
+                let want = value(&bytes(reference(op, t, o), size), signed);
+                let case = format!("{op} on {dt}: {t} with {o}");
+                assert_eq!(value(&all[8..8 + size], signed), want, "{case}");
+                assert_eq!(value(&old, signed), t, "fetched, {case}");
+                assert!(all[..8].iter().chain(&all[8 + size..]).all(|&b| b == 0xA5), "{case}: neighbours");
+            }
+        }
+    }
+}
+
 #[test]
 fn small_types_wrap_and_keep_neighbours() {
     let mem = Memory::allocate(8).unwrap();
