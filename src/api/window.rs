@@ -5,7 +5,7 @@
 //! `pscw`, `local`, `dynamic`, `shared`, `direct`, `software`).
 
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 mod access;
@@ -140,6 +140,9 @@ pub struct Window<'a, T: Element> {
     epoch: Mutex<SyncState>,
     // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
     permit: AtomicU64,
+    // Set by operations under a marking permit (a fence epoch's first):
+    // folded into `epoch` whenever it is locked (`epoch::permit`).
+    fence_ops: AtomicBool,
     // Operations posting under a guarded permit (`lock_all`'s targets,
     // which a retreat releases only once none is: `issuing.rs`).
     issuing: issuing::Registrations,
@@ -382,6 +385,7 @@ impl<'a, T: Element> Window<'a, T> {
             same_len: agreed.same_len,
             epoch: Mutex::new(SyncState::default()),
             permit: AtomicU64::new(Permit::NONE.0),
+            fence_ops: AtomicBool::new(false),
             issuing: issuing::Registrations::default(),
             lock_all_gate: Mutex::new(()),
             targets: Targets::default(),

@@ -168,6 +168,17 @@ impl SyncState {
         )
     }
 
+    /// Operations were issued under a marking permit (the window's
+    /// `fence_ops` flag, see `Permit::marks`): the fence epoch has
+    /// operations. Nothing if the state moved on meanwhile (only an
+    /// erroneous program changes the epoch while another thread issues).
+    pub fn fence_ops_issued(&mut self) {
+        if matches!(self.mode, Epoch::Fence { ops: false })
+            && self.locks.is_empty() && !self.pscw.is_open() {
+            self.mode = Epoch::Fence { ops: true };
+        }
+    }
+
     /// An RMA operation `op` to `rank` is about to be issued (its
     /// preparation is done).
     pub fn issue(&mut self, window: u64, op: &'static str, rank: usize) -> Result<()> {

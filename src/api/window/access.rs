@@ -18,9 +18,14 @@ use crate::transport::RemoteAddr;
 impl<T: Element> Window<'_, T> {
     pub(super) fn epoch(&self) -> Result<EpochGuard<'_>> {
         self.alive("synchronization")?;
-        let state = self.epoch.lock().map_err(|_| {
+        let mut state = self.epoch.lock().map_err(|_| {
             Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id))
         })?;
+        // Before anything reads the state (the invariant of `epoch::permit`).
+        if self.fence_ops.load(Ordering::Relaxed) {
+            self.fence_ops.store(false, Ordering::Relaxed);
+            state.fence_ops_issued();
+        }
         Ok(EpochGuard {
             permit: &self.permit,
             state,
@@ -80,6 +85,11 @@ impl<T: Element> Window<'_, T> {
                 };
                 let off = self.in_bounds(asked, disp, n, d)?;
                 self.lazy_lock(op, rank)?;
+                if permit.marks() {
+                    // Where the mutex path would `issue` (module doc of
+                    // `epoch::permit`).
+                    self.fence_ops.store(true, Ordering::Relaxed);
+                }
                 return Ok((rank, off, d, issuing));
             }
         }

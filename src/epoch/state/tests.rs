@@ -127,7 +127,12 @@ fn permit_never_allows_what_the_state_refuses() {
                 assert_eq!(s.may_issue(1, "put", r).unwrap(), Prepare::Go, "{s:?}");
                 let mut after = s.clone();
                 after.issue(1, "put", r).unwrap();
-                assert_eq!(&after, s, "issue changed a permitted state");
+                // A marking permit's one change is made by the flag.
+                let mut marked = s.clone();
+                if p.marks() {
+                    marked.fence_ops_issued();
+                }
+                assert_eq!(after, marked, "issue changed a permitted state");
             }
             if p.flushes(r) {
                 s.flush(1, "flush", Some(r)).unwrap();
@@ -161,9 +166,9 @@ fn permit_never_allows_what_the_state_refuses() {
     check(&s, &mut covered);
     s.end_unlock(1, 2).unwrap();
     check(&s, &mut covered);
-    // lock_all's last target (1) + nocheck lock_all + fence with ops + the
-    // one held per-target lock (2).
-    assert_eq!(covered, 1 + 6 + 6 + 1);
+    // lock_all's last target (1) + nocheck lock_all + fence without ops
+    // (marking) and with ops + the one held per-target lock (2).
+    assert_eq!(covered, 1 + 6 + 6 + 6 + 1);
 }
 
 /// Model-based property test of the whole synchronization state machine:
@@ -329,9 +334,21 @@ mod model {
     }
 
     /// Drives `s` as `api::window` does (locks are granted at once, post
-    /// notifications arrive when awaited).
-    fn drive(s: &mut SyncState, c: &Call) -> Result<()> {
+    /// notifications arrive when awaited): an operation the permit covers
+    /// goes without the state, setting `fence_ops` under a marking permit,
+    /// which every other call folds in first (`Window::epoch`).
+    fn drive(s: &mut SyncState, fence_ops: &mut bool, c: &Call) -> Result<()> {
         const W: u64 = 7;
+        if let Call::Op(r) = c {
+            let p = s.permit();
+            if p.covers(*r) {
+                *fence_ops |= p.marks();
+                return Ok(());
+            }
+        }
+        if std::mem::take(fence_ops) {
+            s.fence_ops_issued();
+        }
         match c {
             Call::Fence { noprecede, nosucceed } => {
                 let mut a = Assert::NONE;
@@ -394,6 +411,7 @@ mod model {
         #[test]
         fn sync_state_matches_mpi_model(calls in proptest::collection::vec(call(), 0..60)) {
             let mut s = SyncState::default();
+            let mut fence_ops = false;
             let mut m = Model {
                 mode: Mode::Idle,
                 locks: BTreeSet::new(),
@@ -402,7 +420,7 @@ mod model {
             };
             for (i, c) in calls.iter().enumerate() {
                 let legal = m.call(c);
-                match drive(&mut s, c) {
+                match drive(&mut s, &mut fence_ops, c) {
                     Ok(()) => prop_assert!(legal, "call {} {:?} accepted; model {:?}", i, c, m),
                     Err(Error::Epoch { .. }) => {
                         prop_assert!(!legal, "call {} {:?} refused; model {:?}", i, c, m)
