@@ -36,6 +36,10 @@
 //! | `ONESIDED_TARGET_ELEMENTS` | 64 | target elements (one batch buffer each) in the process-global pool |
 //! | `ONESIDED_WIN_TARGET_ELEMENTS` | 4 | target elements in each window's local pool |
 //! | `ONESIDED_MR_LOCAL` | 0 | 1 treats the provider as demanding `FI_MR_LOCAL` (registered local buffers, staging), for testing that path on providers that do not need it |
+//!
+//! A variable of the environment that is not one of these but resembles
+//! one ([`misspelling_of`]) is reported by `World::init` and
+//! `onesided-info` rather than silently ignored.
 
 use std::time::Duration;
 
@@ -234,6 +238,105 @@ pub struct Config {
     pub ops: OpConfig,
 }
 
+/// Every `ONESIDED_*` variable the library reads: the table above, the
+/// launcher's (`onesided-run` sets `ONESIDED_RANK`, `ONESIDED_SIZE`,
+/// `ONESIDED_LAUNCHER_ADDR` and `ONESIDED_JOB_TOKEN` for its ranks),
+/// the binaries' log filter (`ONESIDED_LOG`) and the fuzzing harness's
+/// (`ONESIDED_FUZZ_SEED`, `ONESIDED_FUZZ_CASES`), and a debugging aid
+/// (`ONESIDED_SHOW_SMAPS`).
+pub const VARIABLES: &[&str] = &[
+    "ONESIDED_ACCUMULATE",
+    "ONESIDED_AGGREGATE",
+    "ONESIDED_AGGREGATE_MAX",
+    "ONESIDED_BACKEND",
+    "ONESIDED_BATCH_BYTES",
+    "ONESIDED_FUZZ_CASES",
+    "ONESIDED_FUZZ_SEED",
+    "ONESIDED_GROUP_WINDOWS",
+    "ONESIDED_HUGEPAGES",
+    "ONESIDED_IB_DEVICE",
+    "ONESIDED_IFACE",
+    "ONESIDED_JOB_TOKEN",
+    "ONESIDED_LAUNCHER_ADDR",
+    "ONESIDED_LOCK",
+    "ONESIDED_LOCK_QUEUE",
+    "ONESIDED_LOG",
+    "ONESIDED_MAX_ATTACH",
+    "ONESIDED_MAX_GROUPS",
+    "ONESIDED_MAX_WINDOWS",
+    "ONESIDED_MR_CACHE",
+    "ONESIDED_MR_CACHE_BYTES",
+    "ONESIDED_MR_LOCAL",
+    "ONESIDED_NODE_MAPPING",
+    "ONESIDED_OP_ELEMENTS",
+    "ONESIDED_OP_SLOTS",
+    "ONESIDED_PROGRESS",
+    "ONESIDED_PROGRESS_CPU",
+    "ONESIDED_PROGRESS_IDLE_US",
+    "ONESIDED_PROVIDER",
+    "ONESIDED_RANK",
+    "ONESIDED_RKEY_CACHE",
+    "ONESIDED_RMA_SLOTS",
+    "ONESIDED_SHM",
+    "ONESIDED_SHM_CACHE",
+    "ONESIDED_SHOW_SMAPS",
+    "ONESIDED_SIZE",
+    "ONESIDED_TARGET_ELEMENTS",
+    "ONESIDED_TIMEOUT",
+    "ONESIDED_VERBOSE",
+    "ONESIDED_WAIT_SLEEP_AFTER_US",
+    "ONESIDED_WAIT_SPIN_US",
+    "ONESIDED_WIN_OP_ELEMENTS",
+    "ONESIDED_WIN_TARGET_ELEMENTS",
+    "ONESIDED_ZCOPY_ABOVE",
+];
+
+/// The variable of [`VARIABLES`] that `name`, an `ONESIDED_*` name the
+/// library does not read, looks like a misspelling of: at most two edits
+/// away (`ONESIDED_TIMOUT`, `ONESIDED_PROVIDR`, `ONESIDED_IB_DEVIC`), or
+/// the same but for case and dashes (`onesided_timeout`). `None` for a
+/// known name and for a name that resembles none (a script's own
+/// `ONESIDED_TEST_*`).
+pub fn misspelling_of(name: &str) -> Option<&'static str> {
+    if VARIABLES.contains(&name) {
+        return None;
+    }
+    let norm = name.to_ascii_uppercase().replace('-', "_");
+    VARIABLES
+        .iter()
+        .map(|&v| (strsim::levenshtein(&norm, v), v))
+        .filter(|&(d, _)| d <= 2)
+        .min()
+        .map(|(_, v)| v)
+}
+
+/// The variables of this process's environment that look like misspelt
+/// onesided variables, each with the one it resembles (see
+/// [`misspelling_of`]). `World::init` reports them as warnings (with
+/// `ONESIDED_VERBOSE=1` on stderr too) and `onesided-info` lists them: a
+/// misspelt variable is otherwise silently without effect.
+pub fn misspelt() -> Vec<(String, &'static str)> {
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.get(..9).is_some_and(|p| p.eq_ignore_ascii_case("onesided_")))
+        .filter_map(|k| misspelling_of(&k).map(|v| (k, v)))
+        .collect()
+}
+
+/// Reports [`misspelt`] variables once per process: a `tracing` warning
+/// each, and with `verbose` (`ONESIDED_VERBOSE=1`) a line on stderr.
+pub(crate) fn warn_misspelt(verbose: bool) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (set, meant) in misspelt() {
+            tracing::warn!("{set} is not a onesided variable and has no effect (did you mean {meant}?)");
+            if verbose {
+                eprintln!("onesided: {set} is not a onesided variable and has no effect (did you mean {meant}?)");
+            }
+        }
+    });
+}
+
 fn var(name: &'static str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -373,5 +476,91 @@ impl Config {
             node_mapping: var("ONESIDED_NODE_MAPPING"),
             ops: OpConfig::from_env()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deliberate misspellings (here and in tests/rma.rs).
+    const MISSPELT: [(&str, &str); 7] = [
+        ("ONESIDED_TIMOUT", "ONESIDED_TIMEOUT"),
+        ("ONESIDED_PROVIDR", "ONESIDED_PROVIDER"),
+        ("ONESIDED_IB_DEVIC", "ONESIDED_IB_DEVICE"),
+        ("ONESIDED_IBDEVICE", "ONESIDED_IB_DEVICE"),
+        ("onesided_shm", "ONESIDED_SHM"),
+        ("ONESIDED-TIMEOUT", "ONESIDED_TIMEOUT"),
+        ("ONESIDED_BACKEN", "ONESIDED_BACKEND"),
+    ];
+
+    #[test]
+    fn misspellings_name_the_variable_they_resemble() {
+        for (set, meant) in MISSPELT {
+            assert_eq!(misspelling_of(set), Some(meant), "{set}");
+        }
+        for v in VARIABLES {
+            assert_eq!(misspelling_of(v), None, "{v} is read");
+        }
+        assert_eq!(misspelling_of("ONESIDED_SOMETHING_ELSE"), None);
+    }
+
+    /// Files of the repository under `dirs` (recursively).
+    fn files(dirs: &[&str]) -> Vec<std::path::PathBuf> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut todo: Vec<_> = dirs.iter().map(|d| root.join(d)).collect();
+        let mut out = Vec::new();
+        while let Some(p) = todo.pop() {
+            if p.is_dir() {
+                if let Ok(rd) = std::fs::read_dir(&p) {
+                    todo.extend(rd.flatten().map(|e| e.path()));
+                }
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// Every `ONESIDED_*` name in `text` (letters, digits, underscores).
+    fn names(text: &str) -> impl Iterator<Item = &str> {
+        text.match_indices("ONESIDED_").map(move |(i, _)| {
+            let rest = &text[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+    }
+
+    /// The list is complete (every `"ONESIDED_…"` literal of the sources
+    /// is in it), and the variables of the project's own scripts, tests
+    /// and CI are never reported as misspellings.
+    #[test]
+    fn the_list_is_complete_and_the_projects_own_variables_are_not_misspellings() {
+        let mut read = 0;
+        for f in files(&["src"]) {
+            let Ok(text) = std::fs::read_to_string(&f) else { continue };
+            // This file's tests spell variables wrong on purpose.
+            let text = text.split("\n#[cfg(test)]\nmod tests {").next().unwrap_or_default();
+            for (i, _) in text.match_indices("\"ONESIDED_") {
+                let lit = names(&text[i + 1..]).next().unwrap_or_default();
+                if lit.len() > "ONESIDED_".len() && !lit.ends_with('_') {
+                    read += 1;
+                    assert!(VARIABLES.contains(&lit), "{lit} ({}) is missing from VARIABLES", f.display());
+                }
+            }
+        }
+        assert!(read > 40, "only {read} variable literals found");
+        let mut seen = 0;
+        for f in files(&["scripts", "tests", ".ci", "ci", "benches", "examples", "src"]) {
+            let Ok(text) = std::fs::read_to_string(&f) else { continue };
+            let deliberate = |n: &str| MISSPELT.iter().any(|(m, _)| *m == n);
+            for n in names(&text).filter(|n| n.len() > "ONESIDED_".len() && !n.ends_with('_') && !deliberate(n)) {
+                seen += 1;
+                assert_eq!(misspelling_of(n), None, "{n} ({}) would be reported", f.display());
+            }
+        }
+        assert!(seen > 100, "only {seen} names found");
     }
 }

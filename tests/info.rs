@@ -314,3 +314,37 @@ fn the_back_end_line_follows_the_environment() {
     let forced = info(&[("ONESIDED_BACKEND", "ofi")]);
     assert_eq!(forced, "back-end: libfabric (ONESIDED_BACKEND=ofi)");
 }
+
+/// The report lists the `ONESIDED_*` variables set: read, misspelt (with
+/// the variable meant) or a script's own.
+#[test]
+fn the_environment_lines_name_a_misspelt_variable() {
+    let out = Command::new(env!("CARGO_BIN_EXE_onesided-info"))
+        .arg("--no-atomics")
+        .env("ONESIDED_TIMOUT", "5")
+        .env("ONESIDED_SHM", "1")
+        .env("ONESIDED_TEST_SOMETHING", "x")
+        .output()
+        .expect("cannot run onesided-info");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let line = |k: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(k))
+            .unwrap_or_else(|| panic!("no line for {k} in:\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("ONESIDED_TIMOUT=5").contains("did you mean ONESIDED_TIMEOUT?"),
+        "{text}"
+    );
+    assert!(line("ONESIDED_SHM=1").ends_with(": read"), "{text}");
+    assert!(
+        line("ONESIDED_TEST_SOMETHING=x").contains("not read by the library"),
+        "{text}"
+    );
+}

@@ -616,6 +616,31 @@ fn mr_local_paths_work() {
     common::run_variant(module_path!(), "put_get_every_size_fence", 2, "tcp", &env);
 }
 
+/// A misspelt variable (`ONESIDED_TIMOUT`) would silently have no effect:
+/// `World::init` names it and the variable it resembles (with
+/// `ONESIDED_VERBOSE=1` on stderr, once), and the world still starts; a
+/// script's own `ONESIDED_TEST_*` variables are not reported.
+#[test]
+fn a_misspelt_variable_is_reported() {
+    let name = common::test_name(module_path!(), "a_misspelt_variable_is_reported");
+    if common::is_child(&name) {
+        let world = World::builder().provider("tcp").init().expect("init");
+        // A second world of the same process reports nothing again.
+        drop(world);
+        let world = World::builder().provider("tcp").init().expect("init again");
+        drop(world);
+        println!("misspelt-ok");
+        return;
+    }
+    let mut cmd = common::child_command(&name);
+    cmd.env("ONESIDED_TIMOUT", "5").env("ONESIDED_VERBOSE", "1");
+    let out = common::run_with_limit(cmd, common::job_timeout());
+    assert!(out.stdout.contains("misspelt-ok"), "{}", out.tail(20));
+    let line = "ONESIDED_TIMOUT is not a onesided variable and has no effect (did you mean ONESIDED_TIMEOUT?)";
+    assert_eq!(out.stderr.matches(line).count(), 1, "{}", out.tail(20));
+    assert!(!out.stderr.contains("ONESIDED_TEST_"), "{}", out.tail(20));
+}
+
 /// `World::builder()` settings override the environment, and a malformed
 /// variable is still reported (kind `Config`) instead of being ignored.
 #[test]

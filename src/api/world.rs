@@ -623,6 +623,7 @@ impl WorldBuilder {
     /// The configuration: the environment, then the builder's settings.
     pub(crate) fn config(self) -> Result<Config> {
         let mut c = Config::from_env()?;
+        crate::config::warn_misspelt(c.verbose);
         if let Some(b) = self.backend {
             c.backend = b;
         }

@@ -82,6 +82,7 @@ fn main() -> ExitCode {
             "topology": topology_text(auto.as_ref(), &all_reports).lines().collect::<Vec<_>>(),
             "verbs": verbs_text().lines().collect::<Vec<_>>(),
             "backend": backend_text().trim_end(),
+            "environment": env_text().lines().collect::<Vec<_>>(),
         });
         match serde_json::to_string_pretty(&doc) {
             Ok(s) => emit(&(s + "\n")),
@@ -96,8 +97,44 @@ fn main() -> ExitCode {
         t.push_str(&verbs_text());
         t.push('\n');
         t.push_str(&backend_text());
+        t.push_str(&env_text());
         emit(&t)
     }
+}
+
+/// The `ONESIDED_*` variables set in this environment, each with what
+/// the library makes of it: read, not read but resembling one it reads
+/// (a misspelling, by the library's own rule `config::misspelling_of`),
+/// or not read.
+fn env_text() -> String {
+    let mut set: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(k, _)| {
+            k.get(..9)
+                .is_some_and(|p| p.eq_ignore_ascii_case("onesided_"))
+        })
+        .collect();
+    set.sort();
+    let mut o = String::new();
+    if set.is_empty() {
+        out!(
+            o,
+            "environment: no ONESIDED_* variable set (defaults everywhere)"
+        );
+        return o;
+    }
+    out!(o, "environment: {} ONESIDED_* variable(s) set", set.len());
+    for (k, v) in &set {
+        let what = if onesided::config::VARIABLES.contains(&k.as_str()) {
+            "read".to_string()
+        } else if let Some(meant) = onesided::config::misspelling_of(k) {
+            format!("NOT READ: no such variable (did you mean {meant}?)")
+        } else {
+            "not read by the library (a script's or tool's own?)".to_string()
+        };
+        out!(o, "  {k}={v}: {what}");
+    }
+    o
 }
 
 /// Which back-end `World::init` takes with this environment, by the
