@@ -318,9 +318,17 @@ pub fn misspelling_of(name: &str) -> Option<&'static str> {
 pub fn misspelt() -> Vec<(String, &'static str)> {
     std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
-        .filter(|k| k.get(..9).is_some_and(|p| p.eq_ignore_ascii_case("onesided_")))
+        .filter(|k| is_onesided_name(k))
         .filter_map(|k| misspelling_of(&k).map(|v| (k, v)))
         .collect()
+}
+
+/// Whether an environment variable's name is in onesided's namespace:
+/// it starts with `ONESIDED_`, in any case (`onesided_timeout` is a
+/// misspelling worth reporting, not someone else's variable).
+pub fn is_onesided_name(name: &str) -> bool {
+    name.get(..9)
+        .is_some_and(|p| p.eq_ignore_ascii_case("onesided_"))
 }
 
 /// Reports [`misspelt`] variables once per process: a `tracing` warning
@@ -329,9 +337,10 @@ pub(crate) fn warn_misspelt(verbose: bool) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for (set, meant) in misspelt() {
-            tracing::warn!("{set} is not a onesided variable and has no effect (did you mean {meant}?)");
+            let text = format!("{set} is not a onesided variable and has no effect (did you mean {meant}?)");
+            tracing::warn!("{text}");
             if verbose {
-                eprintln!("onesided: {set} is not a onesided variable and has no effect (did you mean {meant}?)");
+                eprintln!("onesided: {text}");
             }
         }
     });

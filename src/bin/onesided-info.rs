@@ -109,10 +109,7 @@ fn main() -> ExitCode {
 fn env_text() -> String {
     let mut set: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
-        .filter(|(k, _)| {
-            k.get(..9)
-                .is_some_and(|p| p.eq_ignore_ascii_case("onesided_"))
-        })
+        .filter(|(k, _)| onesided::config::is_onesided_name(k))
         .collect();
     set.sort();
     let mut o = String::new();
