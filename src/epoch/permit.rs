@@ -28,7 +28,7 @@
 //!   `fence_ops` flag, which every taking of the state mutex folds into
 //!   the state before anything reads it (`api::window::access`, `epoch`).
 //!   Without it each fence epoch's first operation took the mutex twice
-//!   (a put in a fence epoch cost 832 instructions against 237 in a lock
+//!   (a put in a fence epoch cost 861 instructions against 266 in a lock
 //!   epoch, callgrind 2026-12-05).
 
 use super::locks::Locks;

@@ -85,9 +85,11 @@ impl<T: Element> Window<'_, T> {
                 };
                 let off = self.in_bounds(asked, disp, n, d)?;
                 self.lazy_lock(op, rank)?;
-                if permit.marks() {
+                if permit.marks() && !self.fence_ops.load(Ordering::Relaxed) {
                     // Where the mutex path would `issue` (module doc of
-                    // `epoch::permit`).
+                    // `epoch::permit`); only the epoch's first operation
+                    // writes the flag (its cache line stays shared by the
+                    // threads that issue).
                     self.fence_ops.store(true, Ordering::Relaxed);
                 }
                 return Ok((rank, off, d, issuing));
