@@ -12,7 +12,9 @@
 //! `ONESIDED_FAULT_TIMEOUT` sets the survivors' `ONESIDED_TIMEOUT` (default
 //! 2 s; `scripts/faults.sh` uses 3), `ONESIDED_FAULT_TRIES` the tries per
 //! case (default 2; the soft-RoCE guest runs one on the native back-end,
-//! `ONESIDED_BACKEND=verbs`).
+//! `ONESIDED_BACKEND=verbs`), `ONESIDED_FAULT_RANKS` the job sizes
+//! (default `2,4`; the guest runs `4`, whose survivors also wait in
+//! chained collective hops, to keep its stage within its time budget).
 
 mod common;
 
@@ -169,12 +171,21 @@ fn killed_rank_at_each_point() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
     common::say(&format!(
-        "fault injection: back-end {}, {tries} tries per case",
-        std::env::var("ONESIDED_BACKEND").unwrap_or_else(|_| "default".into())
+        "fault injection: back-end {}, {tries} tries per case, {} ranks",
+        std::env::var("ONESIDED_BACKEND").unwrap_or_else(|_| "default".into()),
+        std::env::var("ONESIDED_FAULT_RANKS").unwrap_or_else(|_| "2,4".into())
     ));
+    let sizes: Vec<usize> = std::env::var("ONESIDED_FAULT_RANKS")
+        .unwrap_or_else(|_| "2,4".into())
+        .split(',')
+        .map(|n| match n.trim().parse() {
+            Ok(n) if n >= 2 => n,
+            _ => panic!("ONESIDED_FAULT_RANKS: {n:?} is not a job size of 2 or more"),
+        })
+        .collect();
     let mut failures = Vec::new();
     let mut table = Vec::new();
-    for ranks in [2usize, 4] {
+    for ranks in sizes {
         for case in CASES {
             for try_no in 1..=tries {
                 // (a) tear-down off: every survivor reports an Err.
