@@ -155,17 +155,23 @@ impl<T: Element> Window<'_, T> {
         if self.world.sync_words_by_cpu() {
             // Driven by CPU atomics: `addr` is the offset in the node-shared
             // control region (see `api::node`).
-            let off = directory::entry_offset(self.slot) + directory::LOCK_WORD;
             return Ok(RemoteAddr {
-                addr: off as u64,
+                addr: self.lock_word_offset() as u64,
                 key: 0,
             });
         }
         let ctrl = self.world.control(rank)?;
         Ok(RemoteAddr {
-            addr: ctrl.addr + (directory::entry_offset(self.slot) + directory::LOCK_WORD) as u64,
+            addr: ctrl.addr + self.lock_word_offset() as u64,
             key: ctrl.key,
         })
+    }
+
+    /// Byte offset of this window's lock word in a control region (the
+    /// same at every rank: the window's directory slot).
+    #[inline]
+    fn lock_word_offset(&self) -> usize {
+        directory::entry_offset(self.slot) + directory::LOCK_WORD
     }
 
     /// `rank`'s control region from the window's slot (no lock): borrowed
@@ -405,9 +411,9 @@ impl<T: Element> Window<'_, T> {
         let nocheck = assert.contains(Assert::NOCHECK);
         let mut state = self.epoch()?;
         state.begin_lock(self.id, rank, kind, nocheck)?;
-        if !nocheck && matches!(kind, LockType::Exclusive) && self.exclusive_at_once(rank) {
-            // Taken with one compare-and-swap under the same hold of the
-            // state mutex (the usual uncontended node-local lock).
+        if !nocheck && self.lock_at_once(rank, kind) {
+            // Taken with one atomic under the same hold of the state mutex
+            // (the usual uncontended node-local lock).
             state.lock_acquired(rank);
             return Ok(());
         }
@@ -438,19 +444,37 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
-    /// An exclusive lock of `rank` taken by one compare-and-swap from a
-    /// free word, when the lock word is a CPU atomic reached through the
-    /// window's slot (target known, control region mapped); false when
-    /// not free or not that path (then [`Window::acquire`] decides, errors
-    /// included). Called under the state mutex: it never waits.
-    fn exclusive_at_once(&self, rank: usize) -> bool {
+    /// A lock of `rank` taken by one atomic on its word, when the word is
+    /// a CPU atomic reached through the window's slot (target known,
+    /// control region mapped): exclusive by a compare-and-swap from a free
+    /// word, shared by an increment that saw no writer (undone at once if
+    /// it saw one). False when not granted at once or not that path: then
+    /// [`Window::acquire`] decides, errors included. Called under the
+    /// state mutex: it never waits.
+    #[inline]
+    fn lock_at_once(&self, rank: usize, kind: LockType) -> bool {
         if self.soft_lock.is_some() || !self.world.sync_words_by_cpu() {
             return false;
         }
-        let (Some(m), Ok(at)) = (self.slot_ctrl(rank), self.lock_word(rank)) else {
+        let Some(m) = self.slot_ctrl(rank) else {
             return false;
         };
-        matches!(word_compare_swap(&m, at.addr as usize, 0, WRITER | HELD), Ok(0))
+        match kind {
+            LockType::Exclusive => matches!(
+                word_compare_swap(&m, self.lock_word_offset(), 0, WRITER | HELD),
+                Ok(0)
+            ),
+            LockType::Shared => match word_fetch_add(&m, self.lock_word_offset(), READER) {
+                Ok(before) if reader_admitted(before) => true,
+                Ok(_) => {
+                    // A writer announced itself or holds it: step back
+                    // (as `lock_word_wait` does) and let `acquire` wait.
+                    let _ = word_fetch_add(&m, self.lock_word_offset(), READER.wrapping_neg());
+                    false
+                }
+                Err(_) => false,
+            },
+        }
     }
 
     /// Completes every operation to `rank` (locally and at the target, as
@@ -484,11 +508,18 @@ impl<T: Element> Window<'_, T> {
         if self.soft_lock.is_some() {
             return self.soft_release(rank, kind);
         }
-        let at = self.lock_word(rank)?;
         let delta = match kind {
             LockType::Shared => READER,
             LockType::Exclusive => WRITER | HELD,
         };
+        if self.world.sync_words_by_cpu() {
+            if let Some(m) = self.slot_ctrl(rank) {
+                // The usual node-local case: the word through the slot.
+                word_fetch_add(&m, self.lock_word_offset(), delta.wrapping_neg())?;
+                return Ok(());
+            }
+        }
+        let at = self.lock_word(rank)?;
         self.word_add(rank, at, delta.wrapping_neg())?;
         Ok(())
     }
