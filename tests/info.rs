@@ -311,6 +311,17 @@ fn the_back_end_line_follows_the_environment() {
         ("ONESIDED_PROVIDER", "tcp"),
     ]);
     assert!(provider.starts_with("back-end: libfabric"), "{provider}");
+    // The device named is not used: said, not silently dropped.
+    assert!(
+        provider.contains("ONESIDED_IB_DEVICE=nosuch9:1 is ignored")
+            && provider.contains("ONESIDED_PROVIDER=tcp"),
+        "{provider}"
+    );
+    let ofi = info(&[("ONESIDED_BACKEND", "ofi"), ("ONESIDED_IB_DEVICE", "rxe0")]);
+    assert!(
+        ofi.contains("ONESIDED_IB_DEVICE=rxe0 is ignored: ONESIDED_BACKEND=ofi"),
+        "{ofi}"
+    );
     let forced = info(&[("ONESIDED_BACKEND", "ofi")]);
     assert_eq!(forced, "back-end: libfabric (ONESIDED_BACKEND=ofi)");
 }

@@ -150,7 +150,7 @@ fn backend_text() -> String {
                     "native verbs on {}:{} (automatic{})",
                     c.device.name,
                     c.port.port,
-                    if std::env::var_os("ONESIDED_IB_DEVICE").is_some() {
+                    if std::env::var("ONESIDED_IB_DEVICE").is_ok_and(|v| !v.trim().is_empty()) {
                         ": ONESIDED_IB_DEVICE names it"
                     } else {
                         ": an ACTIVE verbs port exists"
@@ -181,7 +181,10 @@ fn backend_text() -> String {
         }
         other => format!("{other:?} (ONESIDED_BACKEND)"),
     };
-    format!("back-end: {line}\n")
+    match onesided::transport::ib_device_ignored(&config) {
+        Some(ignored) => format!("back-end: {line}; {ignored}\n"),
+        None => format!("back-end: {line}\n"),
+    }
 }
 
 /// The verbs devices (native back-end): ports and state, GIDs, atomic

@@ -481,6 +481,30 @@ pub fn auto_picks_verbs(provider_named: bool) -> Result<bool> {
             || verbs::device::usable_port_exists()))
 }
 
+/// Why `ONESIDED_IB_DEVICE`, set, selects nothing in this configuration:
+/// libfabric is opened (`ONESIDED_BACKEND=ofi`, or `auto` with a provider
+/// named, which wins over a named device), whose domain `ONESIDED_IFACE`
+/// picks. `None` when the variable is unset or empty, or the native
+/// back-end may read it. [`open`] reports it as a warning (on stderr too
+/// with `ONESIDED_VERBOSE=1`), `onesided-info` on its back-end line: a user
+/// who names a device expects it to be used.
+pub fn ib_device_ignored(config: &crate::config::Config) -> Option<String> {
+    use crate::config::Backend;
+    let device = std::env::var("ONESIDED_IB_DEVICE")
+        .ok()
+        .filter(|v| !v.trim().is_empty())?;
+    let why = match (config.backend, &config.provider) {
+        (Backend::Ofi, _) => "ONESIDED_BACKEND=ofi selects libfabric".to_string(),
+        (Backend::Auto, Some(p)) => format!("ONESIDED_PROVIDER={p} selects libfabric"),
+        _ => return None,
+    };
+    Some(format!(
+        "ONESIDED_IB_DEVICE={device} is ignored: {why} (whose domain ONESIDED_IFACE picks); \
+         for the native verbs back-end on that device unset ONESIDED_PROVIDER or set \
+         ONESIDED_BACKEND=verbs"
+    ))
+}
+
 /// Opens the back-end `ONESIDED_BACKEND` names (`config.backend`): the one
 /// constructor of a transport.
 ///
@@ -511,7 +535,15 @@ pub fn open(config: &crate::config::Config, rank: usize, size: usize) -> Result<
         Backend::Auto if auto_picks_verbs(config.provider.is_some())? => {
             Ok(Arc::new(verbs::VerbsTransport::open(config, rank, size)?))
         }
-        Backend::Auto | Backend::Ofi => Ok(Arc::new(ofi::OfiTransport::open(config)?)),
+        Backend::Auto | Backend::Ofi => {
+            if let Some(text) = ib_device_ignored(config) {
+                tracing::warn!("{text}");
+                if config.verbose {
+                    eprintln!("onesided: {text}");
+                }
+            }
+            Ok(Arc::new(ofi::OfiTransport::open(config)?))
+        }
         Backend::Verbs => Ok(Arc::new(verbs::VerbsTransport::open(config, rank, size)?)),
         Backend::Loopback => Err(loopback::launched()),
     }
