@@ -354,13 +354,16 @@ impl World {
     }
 
     /// This process's rank.
+    #[inline]
     pub fn rank(&self) -> usize {
-        self.boot.rank()
+        // The node map's copy of the bootstrap's (`bootstrap::node::discover`).
+        self.node.rank()
     }
 
     /// Number of processes.
+    #[inline]
     pub fn size(&self) -> usize {
-        self.boot.size()
+        self.node.size()
     }
 
     /// What carries the data: the libfabric provider in use (e.g.

@@ -167,14 +167,32 @@ impl NodeMap {
     }
 
     /// Whether `rank` runs on this node.
+    #[inline]
     pub fn is_local(&self, rank: usize) -> bool {
         if rank == self.rank {
             return true;
+        }
+        if self.all_local {
+            // The usual single-node job: no lookup (`node_of` divides).
+            return rank < self.size;
         }
         self.node_of(rank).is_some_and(|n| n == self.my_node)
     }
 
     /// Whether every rank of the job runs on this node.
+    /// This process's rank (the bootstrap's, kept here so that the hot
+    /// paths read a field instead of calling through the bootstrap).
+    #[inline]
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of processes of the job.
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
     pub fn all_local(&self) -> bool {
         self.all_local
     }
