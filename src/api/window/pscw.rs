@@ -49,10 +49,13 @@ impl<T: Element> Window<'_, T> {
     /// Checks the ranks of `group` and returns their world ranks, sorted
     /// and without duplicates (`normalize`).
     fn check_group(&self, op: &'static str, group: &[usize]) -> Result<Group> {
-        let world = group
-            .iter()
-            .map(|&r| self.check_rank(r))
-            .collect::<Result<Group>>()?;
+        // A loop of pushes: `collect::<Result<Group>>()` went through the
+        // generic `try_process` and `SmallVec::extend` (~120 instructions
+        // for a group of one, callgrind).
+        let mut world = Group::with_capacity(group.len());
+        for &r in group {
+            world.push(self.check_rank(r)?);
+        }
         normalize(self.id, op, world)
     }
 
@@ -94,11 +97,16 @@ impl<T: Element> Window<'_, T> {
             let (me, entry) = (self.world.rank(), directory::entry_offset(self.slot));
             let mut rest = Group::new();
             for o in origins {
+                // The origin's control region through the window's slot
+                // when this rank reached it as a target, else the world's.
                 let pushed = o != me
-                    && self
-                        .world
-                        .with_local_ctrl(o, |m| pscw::ring::push(m, entry, me))?
-                        .unwrap_or(false);
+                    && match self.slot_ctrl(o) {
+                        Some(m) => pscw::ring::push(&m, entry, me)?,
+                        None => self
+                            .world
+                            .with_local_ctrl(o, |m| pscw::ring::push(m, entry, me))?
+                            .unwrap_or(false),
+                    };
                 if !pushed {
                     rest.push(o);
                 }
