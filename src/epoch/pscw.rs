@@ -59,6 +59,17 @@ impl Access {
         self.group.binary_search(&rank).is_ok()
     }
 
+    /// The targets operations may go to without waiting for a post
+    /// notification (sorted): every one under NOCHECK, else those whose
+    /// post was consumed.
+    pub fn ready_targets(&self) -> &[usize] {
+        if self.nocheck {
+            &self.group
+        } else {
+            &self.ready
+        }
+    }
+
     /// Whether operations to `rank` may be posted without waiting for a
     /// post notification.
     pub fn is_ready(&self, rank: usize) -> bool {
