@@ -248,13 +248,22 @@ impl<T: Element> Window<'_, T> {
     /// timeouts of those operations (the member may be alive and told).
     pub fn complete(&self) -> Result<()> {
         self.alive("complete")?;
-        let access = self.epoch()?.pscw.check_complete(self.id)?.clone();
-        let done = self.complete_access(&access.group, access.nocheck);
+        let (group, posts_seen) = {
+            let state = self.epoch()?;
+            let a = state.pscw.check_complete(self.id)?;
+            // `ready` is a subset of `group` (posts are consumed for
+            // members only): equal lengths, every post was seen — the
+            // usual epoch, which issued operations to each target — and
+            // `complete` waits for none (no clock read, no mutex per target).
+            (a.group.clone(), a.nocheck || a.ready.len() == a.group.len())
+        };
+        let done = self.complete_access(&group, posts_seen);
         self.epoch()?.pscw.end_complete();
         done
     }
 
-    fn complete_access(&self, group: &[usize], nocheck: bool) -> Result<()> {
+    /// `posts_seen`: NOCHECK, or every target's post was consumed already.
+    fn complete_access(&self, group: &[usize], posts_seen: bool) -> Result<()> {
         // Every target is completed and told even when another fails: a
         // stopped or dead member of the group must not leave the live ones
         // waiting in `wait` (each target's operations complete before it
@@ -263,14 +272,17 @@ impl<T: Element> Window<'_, T> {
         // cost one in all); completing a member that did post is not
         // bounded by it: its operations may still be in flight to a live
         // rank after a silent member used the time up.
-        let deadline = self
-            .world
-            .config
-            .timeout
-            .and_then(|l| Instant::now().checked_add(l));
+        let deadline = if posts_seen {
+            None
+        } else {
+            self.world
+                .config
+                .timeout
+                .and_then(|l| Instant::now().checked_add(l))
+        };
         let mut first = None;
         for &t in group {
-            let done = if nocheck {
+            let done = if posts_seen {
                 Ok(())
             } else {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
