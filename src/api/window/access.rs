@@ -163,6 +163,16 @@ impl<T: Element> Window<'_, T> {
     ) -> Result<Issuing<'_>> {
         loop {
             self.prepare(prepare, op, rank)?;
+            // What `prepare` did (a post consumed, `lock_all`'s lock taken)
+            // is in the permit now: if it covers the target, `issue` would
+            // change nothing, so the mutex is not taken again (a marking
+            // permit takes it: the fence flag is set there).
+            let permit = self.permit();
+            if prepare != Prepare::Go && permit.covers(rank) && !permit.marks() {
+                if let Some(issuing) = self.register(permit, rank) {
+                    return Ok(issuing);
+                }
+            }
             let mut state = self.epoch()?;
             if state.may_issue(self.id, op, rank)? == Prepare::SharedLock {
                 // Released (again) by another thread's retreat.
