@@ -179,7 +179,6 @@ impl NodeMap {
         self.node_of(rank).is_some_and(|n| n == self.my_node)
     }
 
-    /// Whether every rank of the job runs on this node.
     /// This process's rank (the bootstrap's, kept here so that the hot
     /// paths read a field instead of calling through the bootstrap).
     #[inline]
@@ -193,6 +192,7 @@ impl NodeMap {
         self.size
     }
 
+    /// Whether every rank of the job runs on this node.
     pub fn all_local(&self) -> bool {
         self.all_local
     }
