@@ -150,7 +150,8 @@ fn backend_text() -> String {
                     "native verbs on {}:{} (automatic{})",
                     c.device.name,
                     c.port.port,
-                    if std::env::var("ONESIDED_IB_DEVICE").is_ok_and(|v| !v.trim().is_empty()) {
+                    // The library's own reading (empty: automatic).
+                    if verbs::device::DeviceSpec::from_env().is_ok_and(|d| d.name.is_some()) {
                         ": ONESIDED_IB_DEVICE names it"
                     } else {
                         ": an ACTIVE verbs port exists"
