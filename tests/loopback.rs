@@ -1481,6 +1481,66 @@ fn lock_shared_by_threads_waits_for_the_grant() {
     });
 }
 
+/// Two threads of each process lock, use and unlock different targets at
+/// once, many rounds: one thread's lock is often taken without the state
+/// mutex (the lane of `epoch::permit`, an idle state's node-local lock)
+/// while the other takes the mutex, which must record it before deciding
+/// anything. Thread 0 locks exclusively, thread 1 shared (itself at 2
+/// ranks); every lock, operation and unlock must succeed and every value
+/// land. Under every mode.
+#[test]
+fn threads_lock_different_targets_at_once() {
+    const T: usize = 2;
+    const ROUNDS: u64 = 1000;
+    every_job("threads lock different targets at once", |w, _mode| {
+        let (me, p) = (w.rank(), w.size());
+        let mut win = Window::<u64>::allocate(w, p * T)?;
+        w.barrier()?;
+        std::thread::scope(|s| -> onesided::Result<()> {
+            let threads: Vec<_> = (0..T)
+                .map(|t| {
+                    let win = &win;
+                    s.spawn(move || -> onesided::Result<()> {
+                        let target = (me + 1 + t) % p;
+                        let kind = [LockType::Exclusive, LockType::Shared][t];
+                        let at = me * T + t;
+                        for round in 0..ROUNDS {
+                            let v = round << 16 | (me as u64) << 8 | t as u64;
+                            win.lock(target, kind, Assert::NONE)?;
+                            win.put(target, at, &[v])?;
+                            win.flush(target)?;
+                            let mut back = [0u64];
+                            win.get(target, at, &mut back)?;
+                            assert_eq!(back[0], v, "thread {t}, round {round}");
+                            win.unlock(target)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in threads {
+                h.join().expect("thread")?;
+            }
+            Ok(())
+        })?;
+        w.barrier()?;
+        let mine = win.local_to_vec()?;
+        for origin in 0..p {
+            for t in 0..T {
+                if (origin + 1 + t) % p == me {
+                    let want = (ROUNDS - 1) << 16 | (origin as u64) << 8 | t as u64;
+                    assert_eq!(mine[origin * T + t], want, "origin {origin}, thread {t}");
+                }
+            }
+        }
+        // The window is idle again: an epoch of another kind opens.
+        win.fence(Assert::NONE)?;
+        win.fence(Assert::NOSUCCEED)?;
+        w.barrier()?;
+        win.free()
+    });
+}
+
 /// Four threads share one per-target lock epoch (the lock-free permit of
 /// a single held lock): each puts its own 64 elements, flushes, reads them
 /// back with get and fetch_and_op, many rounds; then every byte is checked

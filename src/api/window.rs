@@ -140,6 +140,11 @@ pub struct Window<'a, T: Element> {
     epoch: Mutex<SyncState>,
     // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
     permit: AtomicU64,
+    // Whether a lock may be taken on the permit's lane (`epoch::permit`):
+    // the lock words are node-local CPU atomics (hardware lock path). Else
+    // an idle state's permit is stored as `NONE`, and taking the state
+    // mutex never has a lane to close.
+    lane: bool,
     // Set by operations under a marking permit (a fence epoch's first):
     // folded into `epoch` whenever it is locked (`epoch::permit`).
     fence_ops: AtomicBool,
@@ -367,6 +372,7 @@ impl<'a, T: Element> Window<'a, T> {
             Err(e) => return fail(e),
         };
         let p = world.transport().caps();
+        let lane = soft_lock.is_none() && world.sync_words_by_cpu();
         Ok(Window {
             world,
             me: world.rank(),
@@ -384,7 +390,8 @@ impl<'a, T: Element> Window<'a, T> {
             uniform: agreed.uniform,
             same_len: agreed.same_len,
             epoch: Mutex::new(SyncState::default()),
-            permit: AtomicU64::new(Permit::NONE.0),
+            permit: AtomicU64::new(if lane { Permit::IDLE.0 } else { Permit::NONE.0 }),
+            lane,
             fence_ops: AtomicBool::new(false),
             issuing: issuing::Registrations::default(),
             lock_all_gate: Mutex::new(()),

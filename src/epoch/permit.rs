@@ -38,8 +38,26 @@
 //!   Without it each fence epoch's first operation took the mutex twice
 //!   (a put in a fence epoch cost 861 instructions against 266 in a lock
 //!   epoch, callgrind 2026-12-05).
+//! * The *lane*: the other write without the mutex. While the permit is
+//!   [`Permit::IDLE`] (the state has no epoch, lock or PSCW epoch), `lock`
+//!   may take a node-local lock word and then compare-and-swap the permit
+//!   from `IDLE` to [`Permit::lane`]: the lock is held, in the permit only.
+//!   `unlock` of that lock completes its operations, swaps the permit back
+//!   to `IDLE` and releases the word. Every taking of the state mutex first
+//!   *settles* the permit (`api::window::access`): `IDLE` is swapped to
+//!   `NONE` (so no lane lock can appear while the mutex is held), a lane
+//!   lock is inserted into the state as a held lock and its permit swapped
+//!   to [`Permit::settled`] (then its `unlock` fails to swap and takes the
+//!   mutex path). Both swaps are compare-and-swaps, so a lane lock is
+//!   either in the permit or in the state, never both or neither; the
+//!   state the lane skipped is the one `lock` would have made from an
+//!   idle state (`SyncState::lane_settled`). Without it a lock + put +
+//!   unlock held the mutex twice (four locked instructions of seven).
+//!   The lane is open only on windows whose lock words are node-local CPU
+//!   atomics (`Window::lane`); elsewhere an idle state's permit is stored
+//!   as `NONE`, and taking the mutex has nothing to settle.
 
-use super::locks::Locks;
+use super::locks::{LockType, Locks};
 use super::pscw::Pscw;
 use super::Epoch;
 
@@ -51,10 +69,16 @@ const KIND_PREFIX: u64 = 2;
 const KIND_ONE: u64 = 3;
 /// The rank bits are a set: bit `r` allows rank `r` (ranks below 48).
 const KIND_SET: u64 = 4;
+/// No epoch of any kind: the lane may take a lock (see the module doc).
+const KIND_IDLE: u64 = 5;
 const KIND_BITS: u64 = 7;
 const FLUSH: u64 = 1 << 51;
 const GUARD: u64 = 1 << 52;
 const MARK: u64 = 1 << 53;
+/// A lock taken on the lane, not yet in the state (module doc).
+const LANE: u64 = 1 << 54;
+/// The lane's lock is shared (else exclusive).
+const LANE_SHARED: u64 = 1 << 55;
 
 /// See the module doc. `Permit::NONE` (0) allows nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +87,10 @@ pub struct Permit(pub u64);
 impl Permit {
     /// Nothing may go without the mutex.
     pub const NONE: Permit = Permit(0);
+
+    /// The state is idle (no epoch, no lock, no PSCW epoch): nothing may
+    /// go, and a lock may be taken on the lane (module doc).
+    pub const IDLE: Permit = Permit(KIND_IDLE << KIND_SHIFT);
 
     fn new(kind: u64, rank: usize, flush: bool) -> Permit {
         if rank as u64 > RANK_MASK {
@@ -116,6 +144,38 @@ impl Permit {
             return self;
         }
         Permit(self.0 | MARK)
+    }
+
+    /// The permit of one lock of `kind` on `rank` taken on the lane: as
+    /// [`Permit::one`] with flushes, marked as not yet in the state.
+    /// `NONE` for a rank the encoding cannot hold.
+    pub fn lane(rank: usize, kind: LockType) -> Permit {
+        let one = Permit::one(rank, true);
+        if one == Permit::NONE {
+            return one;
+        }
+        let shared = if kind == LockType::Shared { LANE_SHARED } else { 0 };
+        Permit(one.0 | LANE | shared)
+    }
+
+    /// The lock this permit says was taken on the lane and is not in the
+    /// state yet: its target and kind.
+    #[inline]
+    pub fn lane_lock(self) -> Option<(usize, LockType)> {
+        if self.0 & LANE == 0 {
+            return None;
+        }
+        let kind = if self.0 & LANE_SHARED != 0 {
+            LockType::Shared
+        } else {
+            LockType::Exclusive
+        };
+        Some(((self.0 & RANK_MASK) as usize, kind))
+    }
+
+    /// The same permit once its lane lock is in the state: [`Permit::one`].
+    pub fn settled(self) -> Permit {
+        Permit(self.0 & !(LANE | LANE_SHARED))
     }
 
     /// Whether operations under this permit set the window's `fence_ops`.
@@ -193,7 +253,7 @@ impl Permit {
             // flushes are refused in fence epochs.
             Epoch::Fence { ops: true } => Permit::all(false),
             Epoch::Fence { ops: false } => Permit::all(false).marking(),
-            Epoch::Idle => Permit::NONE,
+            Epoch::Idle => Permit::IDLE,
         }
     }
 }
@@ -211,6 +271,21 @@ mod tests {
         let o = Permit::one(7, true);
         assert!(o.covers(7) && !o.covers(6) && !o.covers(8) && o.flushes(7));
         assert_eq!(Permit::one(usize::MAX, true), Permit::NONE);
+    }
+
+    #[test]
+    fn lane_locks_are_one_lock_permits_marked() {
+        for kind in [LockType::Exclusive, LockType::Shared] {
+            let l = Permit::lane(9, kind);
+            assert!(l.covers(9) && l.flushes(9) && !l.covers(8) && !l.is_guarded());
+            assert_eq!(l.lane_lock(), Some((9, kind)));
+            assert_eq!(l.settled(), Permit::one(9, true));
+            assert_eq!(l.settled().lane_lock(), None);
+        }
+        assert_eq!(Permit::lane(usize::MAX, LockType::Shared), Permit::NONE);
+        assert!(!Permit::IDLE.covers(0) && !Permit::IDLE.flushes(0));
+        assert_eq!(Permit::IDLE.lane_lock(), None);
+        assert_ne!(Permit::IDLE, Permit::NONE);
     }
 
     #[test]

@@ -346,6 +346,20 @@ impl SyncState {
         Ok(())
     }
 
+    /// A lock of `kind` on `rank` taken on the permit's lane (see
+    /// `epoch::permit`) enters the state: what `begin_lock` and
+    /// `lock_acquired` make of the idle state the lane was taken from.
+    pub fn lane_settled(&mut self, rank: usize, kind: LockType) {
+        debug_assert!(self.permit() == Permit::IDLE, "the lane is taken from idle");
+        self.mode = Epoch::Idle;
+        self.locks.insert(Held {
+            rank,
+            kind,
+            nocheck: false,
+            held: true,
+        });
+    }
+
     /// The lock word of `rank` was acquired.
     pub fn lock_acquired(&mut self, rank: usize) {
         self.locks.set_held(rank);

@@ -21,15 +21,51 @@ impl<T: Element> Window<'_, T> {
         let mut state = self.epoch.lock().map_err(|_| {
             Error::InvalidArgument(format!("window {}: epoch lock poisoned", self.id))
         })?;
-        // Before anything reads the state (the invariant of `epoch::permit`).
+        // Before anything reads the state (the invariants of `epoch::permit`).
         if self.fence_ops.load(Ordering::Relaxed) {
             self.fence_ops.store(false, Ordering::Relaxed);
             state.fence_ops_issued();
         }
+        if self.lane {
+            self.settle_lane(&mut state);
+        }
         Ok(EpochGuard {
             permit: &self.permit,
+            lane: self.lane,
             state,
         })
+    }
+
+    /// Closes the lane while the state mutex is held (`epoch::permit`,
+    /// "the lane"): an `IDLE` permit becomes `NONE`, a lock taken on the
+    /// lane enters the state. The guard stores the state's permit again
+    /// when it drops (`IDLE` reopens the lane).
+    #[inline]
+    fn settle_lane(&self, state: &mut SyncState) {
+        let mut seen = self.permit.load(Ordering::Acquire);
+        loop {
+            let p = Permit(seen);
+            let (next, lane) = match p.lane_lock() {
+                Some(lock) => (p.settled(), Some(lock)),
+                None if p == Permit::IDLE => (Permit::NONE, None),
+                None => return,
+            };
+            match self.permit.compare_exchange(
+                seen,
+                next.0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if let Some((rank, kind)) = lane {
+                        state.lane_settled(rank, kind);
+                    }
+                    return;
+                }
+                // The lane was taken or given back meanwhile.
+                Err(now) => seen = now,
+            }
+        }
     }
 
     /// The epoch's permit for the lock-free path: `Permit::NONE` once the
@@ -249,6 +285,9 @@ impl<T: Element> Window<'_, T> {
 /// (the invariant of `epoch::permit`).
 pub(super) struct EpochGuard<'w> {
     permit: &'w AtomicU64,
+    // The window's lane is open (`Window::lane`): an idle state's permit is
+    // `IDLE`, else `NONE`.
+    lane: bool,
     state: MutexGuard<'w, SyncState>,
 }
 
@@ -269,7 +308,10 @@ impl Drop for EpochGuard<'_> {
     fn drop(&mut self) {
         // `state` (the mutex guard) drops after this body: still locked,
         // so only this thread writes the atomic now.
-        let new = self.state.permit().0;
+        let mut new = self.state.permit().0;
+        if new == Permit::IDLE.0 && !self.lane {
+            new = Permit::NONE.0;
+        }
         let old = self.permit.load(Ordering::Relaxed);
         if new == old {
             return;

@@ -18,6 +18,7 @@
 //! readers briefly probing), bits 32..63 count writers that announced
 //! themselves (waiting or holding), bit 63 is set while a writer holds it.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Window;
@@ -409,6 +410,9 @@ impl<T: Element> Window<'_, T> {
         self.check_locks_allowed("lock")?;
         self.new_access_epoch();
         let nocheck = assert.contains(Assert::NOCHECK);
+        if !nocheck && self.permit() == Permit::IDLE && self.lock_at_once(rank, kind) {
+            return self.lock_on_lane(rank, kind);
+        }
         let mut state = self.epoch()?;
         state.begin_lock(self.id, rank, kind, nocheck)?;
         if !nocheck && self.lock_at_once(rank, kind) {
@@ -444,13 +448,45 @@ impl<T: Element> Window<'_, T> {
         }
     }
 
+    /// `lock` from an idle state whose word `lock_at_once` took: the lock
+    /// goes into the permit (the lane, `epoch::permit`) — no state mutex.
+    /// If the state changed since the permit was read, it is recorded
+    /// under the mutex instead, or refused there with the word given back.
+    fn lock_on_lane(&self, rank: usize, kind: LockType) -> Result<()> {
+        let lane = Permit::lane(rank, kind);
+        if lane != Permit::NONE
+            && self
+                .permit
+                .compare_exchange(
+                    Permit::IDLE.0,
+                    lane.0,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            return Ok(());
+        }
+        let recorded = self.epoch().and_then(|mut state| {
+            state.begin_lock(self.id, rank, kind, false)?;
+            state.lock_acquired(rank);
+            Ok(())
+        });
+        if let Err(e) = recorded {
+            // Not ours to hold (another thread's epoch came first).
+            let _ = self.release_word(rank, kind);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// A lock of `rank` taken by one atomic on its word, when the word is
     /// a CPU atomic reached through the window's slot (target known,
     /// control region mapped): exclusive by a compare-and-swap from a free
     /// word, shared by an increment that saw no writer (undone at once if
     /// it saw one). False when not granted at once or not that path: then
-    /// [`Window::acquire`] decides, errors included. Called under the
-    /// state mutex: it never waits.
+    /// [`Window::acquire`] decides, errors included. It never waits (it is
+    /// called under the state mutex, or before the lane is claimed).
     #[inline]
     fn lock_at_once(&self, rank: usize, kind: LockType) -> bool {
         if self.soft_lock.is_some() || !self.world.sync_words_by_cpu() {
@@ -482,6 +518,12 @@ impl<T: Element> Window<'_, T> {
     pub fn unlock(&self, rank: usize) -> Result<()> {
         self.alive("unlock")?;
         let rank = self.check_rank(rank)?;
+        let permit = self.permit();
+        if let Some((r, kind)) = permit.lane_lock() {
+            if r == rank {
+                return self.unlock_lane(permit, rank, kind);
+            }
+        }
         // The permit of exactly one lock, held on `rank` (no other state
         // has it: `epoch::permit`), answers the check below without the
         // mutex; `end_unlock` checks again under it.
@@ -501,6 +543,28 @@ impl<T: Element> Window<'_, T> {
             return Ok(());
         }
         self.release_word(rank, held.kind)
+    }
+
+    /// `unlock` of the lock the lane holds (`permit`): completes its
+    /// operations, gives the lane back (the permit to `IDLE`), releases the
+    /// word. If another thread's mutex settled the lock into the state
+    /// meanwhile, it is ended there.
+    fn unlock_lane(&self, permit: Permit, rank: usize, kind: LockType) -> Result<()> {
+        self.complete_local(Some(rank))?;
+        self.complete_remote(rank)?;
+        let given_back = self
+            .permit
+            .compare_exchange(
+                permit.0,
+                Permit::IDLE.0,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if !given_back {
+            self.epoch()?.end_unlock(self.id, rank)?;
+        }
+        self.release_word(rank, kind)
     }
 
     /// Gives back a lock of `kind` held on `rank`'s lock word.

@@ -335,19 +335,43 @@ mod model {
 
     /// Drives `s` as `api::window` does (locks are granted at once, post
     /// notifications arrive when awaited): an operation the permit covers
-    /// goes without the state, setting `fence_ops` under a marking permit,
-    /// which every other call folds in first (`Window::epoch`).
-    fn drive(s: &mut SyncState, fence_ops: &mut bool, c: &Call) -> Result<()> {
+    /// goes without the state, setting `fence_ops` under a marking permit;
+    /// a lock from an idle state goes on the lane (`lane`: the permit
+    /// holds it, the state does not), and so does its unlock; every other
+    /// call first folds the flag in and settles the lane (`Window::epoch`).
+    fn drive(
+        s: &mut SyncState,
+        (fence_ops, lane): (&mut bool, &mut Option<(usize, LockType)>),
+        c: &Call,
+    ) -> Result<()> {
         const W: u64 = 7;
-        if let Call::Op(r) = c {
-            let p = s.permit();
-            if p.covers(*r) {
+        let p = match *lane {
+            Some((r, kind)) => Permit::lane(r, kind),
+            None => s.permit(),
+        };
+        match c {
+            Call::Op(r) if p.covers(*r) => {
                 *fence_ops |= p.marks();
                 return Ok(());
             }
+            Call::Flush(Some(r)) if p.flushes(*r) => return Ok(()),
+            Call::Lock(r, x) if p == Permit::IDLE => {
+                assert!(!*fence_ops, "an idle state has no fence epoch to mark");
+                let kind = if *x { LockType::Exclusive } else { LockType::Shared };
+                *lane = Some((*r, kind));
+                return Ok(());
+            }
+            Call::Unlock(r) if p.lane_lock().is_some_and(|(l, _)| l == *r) => {
+                *lane = None;
+                return Ok(());
+            }
+            _ => {}
         }
         if std::mem::take(fence_ops) {
             s.fence_ops_issued();
+        }
+        if let Some((r, kind)) = lane.take() {
+            s.lane_settled(r, kind);
         }
         match c {
             Call::Fence { noprecede, nosucceed } => {
@@ -412,6 +436,7 @@ mod model {
         fn sync_state_matches_mpi_model(calls in proptest::collection::vec(call(), 0..60)) {
             let mut s = SyncState::default();
             let mut fence_ops = false;
+            let mut lane = None;
             let mut m = Model {
                 mode: Mode::Idle,
                 locks: BTreeSet::new(),
@@ -420,7 +445,7 @@ mod model {
             };
             for (i, c) in calls.iter().enumerate() {
                 let legal = m.call(c);
-                match drive(&mut s, &mut fence_ops, c) {
+                match drive(&mut s, (&mut fence_ops, &mut lane), c) {
                     Ok(()) => prop_assert!(legal, "call {} {:?} accepted; model {:?}", i, c, m),
                     Err(Error::Epoch { .. }) => {
                         prop_assert!(!legal, "call {} {:?} refused; model {:?}", i, c, m)
@@ -429,7 +454,7 @@ mod model {
                 }
                 // lock_all holds each target at most once, none past the job.
                 prop_assert!(s.all.held.len() <= RANKS && s.all.held.iter().all(|&r| r < RANKS));
-                prop_assert_eq!(s.locks.len(), m.locks.len());
+                prop_assert_eq!(s.locks.len() + usize::from(lane.is_some()), m.locks.len());
             }
         }
     }
