@@ -190,7 +190,10 @@ impl ActiveMessages {
                 t.caps().name
             )));
         }
-        let mut m = vec![0u8; HEADER_BYTES + payload.len()];
+        // The header zeroed and encoded, the payload appended: the
+        // payload's bytes are written once (not zeroed first).
+        let mut m = Vec::with_capacity(HEADER_BYTES + payload.len());
+        m.resize(HEADER_BYTES, 0);
         Header {
             class,
             kind,
@@ -199,7 +202,7 @@ impl ActiveMessages {
             token,
         }
         .encode(&mut m);
-        m[HEADER_BYTES..].copy_from_slice(payload);
+        m.extend_from_slice(payload);
         Ok(m)
     }
 
