@@ -141,10 +141,14 @@ pub struct Window<'a, T: Element> {
     // `epoch`'s `permit()`, stored by `EpochGuard` before each unlock.
     permit: AtomicU64,
     // Whether a lock may be taken on the permit's lane (`epoch::permit`):
-    // the lock words are node-local CPU atomics (hardware lock path). Else
-    // an idle state's permit is stored as `NONE`, and taking the state
-    // mutex never has a lane to close.
+    // the lock words are node-local CPU atomics (hardware lock path).
     lane: bool,
+    // The lane is open: `lane`, and this window has taken a lock (set
+    // under the state mutex, never cleared). Until then an idle state's
+    // permit is stored as `NONE`, and taking the state mutex has no lane
+    // to close: a window used only for fence or PSCW epochs never pays
+    // for it.
+    lane_open: AtomicBool,
     // Set by operations under a marking permit (a fence epoch's first):
     // folded into `epoch` whenever it is locked (`epoch::permit`).
     fence_ops: AtomicBool,
@@ -390,8 +394,9 @@ impl<'a, T: Element> Window<'a, T> {
             uniform: agreed.uniform,
             same_len: agreed.same_len,
             epoch: Mutex::new(SyncState::default()),
-            permit: AtomicU64::new(if lane { Permit::IDLE.0 } else { Permit::NONE.0 }),
+            permit: AtomicU64::new(Permit::NONE.0),
             lane,
+            lane_open: AtomicBool::new(false),
             fence_ops: AtomicBool::new(false),
             issuing: issuing::Registrations::default(),
             lock_all_gate: Mutex::new(()),

@@ -54,8 +54,10 @@
 //!   idle state (`SyncState::lane_settled`). Without it a lock + put +
 //!   unlock held the mutex twice (four locked instructions of seven).
 //!   The lane is open only on windows whose lock words are node-local CPU
-//!   atomics (`Window::lane`); elsewhere an idle state's permit is stored
-//!   as `NONE`, and taking the mutex has nothing to settle.
+//!   atomics, from their first `lock` on (`Window::lane_open`); elsewhere
+//!   an idle state's permit is stored as `NONE`, and taking the mutex has
+//!   nothing to settle — so fence and PSCW epochs of a window that never
+//!   locks pay no compare-and-swap for the lane.
 
 use super::locks::{LockType, Locks};
 use super::pscw::Pscw;

@@ -3,7 +3,7 @@
 //! (`access`), and what an operation needs before it is posted (`prepare`).
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::MutexGuard;
 
 pub(super) use super::issuing::Issuing;
@@ -26,12 +26,12 @@ impl<T: Element> Window<'_, T> {
             self.fence_ops.store(false, Ordering::Relaxed);
             state.fence_ops_issued();
         }
-        if self.lane {
+        if self.lane_open.load(Ordering::Relaxed) {
             self.settle_lane(&mut state);
         }
         Ok(EpochGuard {
             permit: &self.permit,
-            lane: self.lane,
+            lane_open: &self.lane_open,
             state,
         })
     }
@@ -285,9 +285,9 @@ impl<T: Element> Window<'_, T> {
 /// (the invariant of `epoch::permit`).
 pub(super) struct EpochGuard<'w> {
     permit: &'w AtomicU64,
-    // The window's lane is open (`Window::lane`): an idle state's permit is
-    // `IDLE`, else `NONE`.
-    lane: bool,
+    // The window's lane is open (`Window::lane_open`, written only under
+    // the mutex): an idle state's permit is `IDLE`, else `NONE`.
+    lane_open: &'w AtomicBool,
     state: MutexGuard<'w, SyncState>,
 }
 
@@ -309,7 +309,7 @@ impl Drop for EpochGuard<'_> {
         // `state` (the mutex guard) drops after this body: still locked,
         // so only this thread writes the atomic now.
         let mut new = self.state.permit().0;
-        if new == Permit::IDLE.0 && !self.lane {
+        if new == Permit::IDLE.0 && !self.lane_open.load(Ordering::Relaxed) {
             new = Permit::NONE.0;
         }
         let old = self.permit.load(Ordering::Relaxed);

@@ -415,6 +415,11 @@ impl<T: Element> Window<'_, T> {
         }
         let mut state = self.epoch()?;
         state.begin_lock(self.id, rank, kind, nocheck)?;
+        if self.lane && !self.lane_open.load(Ordering::Relaxed) {
+            // From now on an idle state opens the lane (the guard stores
+            // `IDLE` once this epoch is over).
+            self.lane_open.store(true, Ordering::Relaxed);
+        }
         if !nocheck && self.lock_at_once(rank, kind) {
             // Taken with one atomic under the same hold of the state mutex
             // (the usual uncontended node-local lock).
