@@ -68,6 +68,27 @@ fn every_job<R: Send>(what: &str, f: impl Fn(&World, Mode) -> onesided::Result<R
     }
 }
 
+/// Runs `f(0)`, …, `f(n - 1)` on `n` threads of this rank at once; the
+/// first error, after every thread ended (a panic fails the test).
+fn on_threads(n: usize, f: impl Fn(usize) -> onesided::Result<()> + Sync) -> onesided::Result<()> {
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..n)
+            .map(|t| {
+                let f = &f;
+                s.spawn(move || f(t))
+            })
+            .collect();
+        let mut first = Ok(());
+        for h in threads {
+            let done = h.join().expect("thread");
+            if first.is_ok() {
+                first = done;
+            }
+        }
+        first
+    })
+}
+
 fn pattern(origin: usize, round: usize, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i.wrapping_mul(31) ^ (origin * 71) ^ (round * 13)) as u8 | 1)
@@ -1496,30 +1517,19 @@ fn threads_lock_different_targets_at_once() {
         let (me, p) = (w.rank(), w.size());
         let mut win = Window::<u64>::allocate(w, p * T)?;
         w.barrier()?;
-        std::thread::scope(|s| -> onesided::Result<()> {
-            let threads: Vec<_> = (0..T)
-                .map(|t| {
-                    let win = &win;
-                    s.spawn(move || -> onesided::Result<()> {
-                        let target = (me + 1 + t) % p;
-                        let kind = [LockType::Exclusive, LockType::Shared][t];
-                        let at = me * T + t;
-                        for round in 0..ROUNDS {
-                            let v = round << 16 | (me as u64) << 8 | t as u64;
-                            win.lock(target, kind, Assert::NONE)?;
-                            win.put(target, at, &[v])?;
-                            win.flush(target)?;
-                            let mut back = [0u64];
-                            win.get(target, at, &mut back)?;
-                            assert_eq!(back[0], v, "thread {t}, round {round}");
-                            win.unlock(target)?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            for h in threads {
-                h.join().expect("thread")?;
+        on_threads(T, |t| {
+            let target = (me + 1 + t) % p;
+            let kind = [LockType::Exclusive, LockType::Shared][t];
+            let at = me * T + t;
+            for round in 0..ROUNDS {
+                let v = round << 16 | (me as u64) << 8 | t as u64;
+                win.lock(target, kind, Assert::NONE)?;
+                win.put(target, at, &[v])?;
+                win.flush(target)?;
+                let mut back = [0u64];
+                win.get(target, at, &mut back)?;
+                assert_eq!(back[0], v, "thread {t}, round {round}");
+                win.unlock(target)?;
             }
             Ok(())
         })?;
@@ -1556,31 +1566,18 @@ fn one_lock_epoch_shared_by_threads() {
         w.barrier()?;
         let target = (w.rank() + 1) % p;
         win.lock(target, LockType::Exclusive, Assert::NONE)?;
-        std::thread::scope(|s| -> onesided::Result<()> {
-            let threads: Vec<_> = (0..T)
-                .map(|t| {
-                    let win = &win;
-                    s.spawn(move || -> onesided::Result<()> {
-                        for round in 0..ROUNDS {
-                            let v: Vec<u64> = (0..N as u64)
-                                .map(|i| {
-                                    (w.rank() as u64) << 32 | (t as u64) << 24 | round << 8 | i
-                                })
-                                .collect();
-                            win.put(target, t * N, &v)?;
-                            win.flush(target)?;
-                            let mut back = vec![0u64; N];
-                            win.get(target, t * N, &mut back)?;
-                            assert_eq!(back, v, "thread {t}, round {round}");
-                            let old = win.fetch_and_op(target, T * N + t, 1, Op::Sum)?;
-                            assert_eq!(old, round, "thread {t}'s counter");
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            for h in threads {
-                h.join().expect("thread")?;
+        on_threads(T, |t| {
+            for round in 0..ROUNDS {
+                let v: Vec<u64> = (0..N as u64)
+                    .map(|i| (w.rank() as u64) << 32 | (t as u64) << 24 | round << 8 | i)
+                    .collect();
+                win.put(target, t * N, &v)?;
+                win.flush(target)?;
+                let mut back = vec![0u64; N];
+                win.get(target, t * N, &mut back)?;
+                assert_eq!(back, v, "thread {t}, round {round}");
+                let old = win.fetch_and_op(target, T * N + t, 1, Op::Sum)?;
+                assert_eq!(old, round, "thread {t}'s counter");
             }
             Ok(())
         })?;
