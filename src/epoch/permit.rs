@@ -8,11 +8,13 @@
 //! mutex-protected state.
 //!
 //! Invariants (relied on by `api::window`):
-//! * The atomic is written only while the state mutex is held, after every
+//! * The atomic is written while the state mutex is held, after every
 //!   change of the state, with `permit()` of the new state (the window's
 //!   epoch guard does it when it is dropped, before it unlocks; it skips
 //!   the store when the value is unchanged). So a value read from it was
-//!   the exact summary of the state at some moment.
+//!   the exact summary of the state at some moment — the state plus the
+//!   lock the lane holds, if any: the lane's two compare-and-swaps are the
+//!   only writes without the mutex (last bullet).
 //! * A permit never allows what the state refuses at the moment it was
 //!   stored. An operation that reads a permit and then runs races with a
 //!   concurrent epoch change exactly as it would with the mutex, which is
